@@ -1,0 +1,129 @@
+"""The one configuration object of dataseer.
+
+Settings come from three places. Precedence, highest first:
+
+1. per-run values in ``config["configurable"]`` (a LangGraph run, ``dataseer
+   ask`` flags) for the fields in ``RUN_OVERRIDABLE``;
+2. ``DATASEER_*`` environment variables (and a ``.env`` file is *not* read:
+   secrets stay in the environment of the process that owns them);
+3. the embedded defaults below: the sample DuckDB warehouse in the cache
+   folder and the offline analyst.
+
+The rule is that a run may narrow what it does (another date, a scene, a
+model tier already configured) but a run may never point the server at a
+different warehouse or database: those fields are process-wide.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from dataseer.errors import ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+"""The source checkout (``src/dataseer/../..``); prompts live here."""
+
+RUN_OVERRIDABLE = frozenset({"today", "deep", "user_id", "roles", "scene", "max_steps"})
+
+
+def _default_home() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "dataseer"
+
+
+class Settings(BaseSettings):
+    """Process-wide settings, read from ``DATASEER_*`` environment variables."""
+
+    model_config = SettingsConfigDict(env_prefix="DATASEER_", extra="ignore")
+
+    home: Path = Field(default_factory=_default_home)
+    """Cache folder for the sample warehouse, the CLI checkpointer and frames."""
+
+    warehouse: str | None = None
+    """A DuckDB file path or a ``postgresql://`` URL; unset = the sample warehouse."""
+
+    sample_scale: float = 1.0
+    """Scale of the sample warehouse built on first use."""
+
+    database_url: str | None = None
+    """PostgreSQL URL for the CLI checkpointer and store; unset = SQLite in ``home``."""
+
+    today: date | None = None
+    """The date relative periods are anchored to; unset = the real date."""
+
+    knowledge_dir: Path | None = None
+    """A folder replacing the embedded knowledge pack."""
+
+    prompts_dir: Path | None = None
+    """A folder replacing ``prompts/``."""
+
+    model: str | None = None
+    """Default chat model for every tier (``openai:gpt-4o``, ``deepseek:deepseek-chat``...)."""
+
+    model_router: str | None = None
+    model_analyst: str | None = None
+    model_summarizer: str | None = None
+
+    base_url: str | None = None
+    """An OpenAI-compatible endpoint; with it, model names are sent as-is."""
+
+    api_key: str | None = None
+
+    row_limit: int = 1000
+    query_timeout: float = 30.0
+    max_steps: int = 30
+    deep: bool = False
+
+    @field_validator("sample_scale")
+    @classmethod
+    def _positive_scale(cls, value: float) -> float:
+        if value <= 0:
+            msg = f"DATASEER_SAMPLE_SCALE must be positive, got {value}"
+            raise ValueError(msg)
+        return value
+
+    @property
+    def sample_path(self) -> Path:
+        """Where the embedded sample warehouse lives."""
+        scale = f"{self.sample_scale:g}".replace(".", "_")
+        return self.home / f"sample-s{scale}.duckdb"
+
+    @property
+    def resolved_today(self) -> date:
+        """The anchor date for relative periods."""
+        return self.today or date.today()
+
+    @property
+    def resolved_prompts_dir(self) -> Path:
+        """The prompts folder in force."""
+        return self.prompts_dir or PROJECT_ROOT / "prompts"
+
+    def model_for(self, tier: str) -> str | None:
+        """The model name for a semantic tier, falling back to ``model``."""
+        if tier not in {"router", "analyst", "summarizer"}:
+            msg = f"unknown model tier {tier!r}; expected router, analyst or summarizer"
+            raise ConfigError(msg)
+        specific: str | None = getattr(self, f"model_{tier}")
+        return specific or self.model
+
+
+def get_settings(config: dict[str, Any] | None = None) -> Settings:
+    """Settings for one run: environment first, then per-run overrides.
+
+    Args:
+        config: a LangGraph ``RunnableConfig`` (or ``None``); only keys in
+            ``RUN_OVERRIDABLE`` under ``configurable`` are applied.
+    """
+    settings = Settings()
+    configurable = (config or {}).get("configurable") or {}
+    overrides = {k: v for k, v in configurable.items() if k in RUN_OVERRIDABLE and v is not None}
+    if "today" in overrides and isinstance(overrides["today"], str):
+        overrides["today"] = date.fromisoformat(overrides["today"])
+    known = {k: v for k, v in overrides.items() if k in Settings.model_fields}
+    return settings.model_copy(update=known) if known else settings

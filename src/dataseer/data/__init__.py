@@ -1,0 +1,1 @@
+"""Datasources, the sample warehouse and (later) the datalayer."""

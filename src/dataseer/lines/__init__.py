@@ -1,0 +1,1 @@
+"""The three lines a question can take: quick, lookup and analysis."""

@@ -1,0 +1,79 @@
+"""The composition root: one datasource, knowledge pack and index per process.
+
+Tools, lines and middlewares ask for ``get_services(settings)`` instead of
+opening connections themselves, so a server process keeps one connection
+pool and one retrieval index however many runs it serves.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dataseer.config import Settings, get_settings
+from dataseer.data.protocol import Datasource
+from dataseer.knowledge.pack import KnowledgePack
+from dataseer.knowledge.retrieval import KnowledgeIndex
+
+
+@dataclass
+class Services:
+    """What every run of one process shares."""
+
+    settings: Settings
+    datasource: Datasource
+    pack: KnowledgePack
+    index: KnowledgeIndex
+
+
+_lock = threading.Lock()
+_cache: dict[tuple[str, str], Services] = {}
+
+
+def _warehouse_spec(settings: Settings) -> str:
+    if settings.warehouse:
+        return settings.warehouse
+    from dataseer.data.sample import ensure_sample
+
+    return str(ensure_sample(settings.sample_path, scale=settings.sample_scale))
+
+
+def get_services(settings: Settings | None = None) -> Services:
+    """The shared services for these settings, built on first use.
+
+    The sample warehouse is generated here on first use when no warehouse is
+    configured, so ``dataseer ask`` works on a fresh machine.
+    """
+    settings = settings or get_settings()
+    key = (settings.warehouse or str(settings.sample_path), str(settings.knowledge_dir or ""))
+    with _lock:
+        found = _cache.get(key)
+        if found is not None:
+            return Services(settings, found.datasource, found.pack, found.index)
+        from dataseer.data.open import open_datasource
+
+        datasource = open_datasource(_warehouse_spec(settings))
+        pack = KnowledgePack.load(settings.knowledge_dir)
+        services = Services(settings, datasource, pack, KnowledgeIndex(pack))
+        _cache[key] = services
+        return services
+
+
+def services_for(config: dict[str, Any] | None) -> Services:
+    """Services with the per-run settings of a LangGraph run config applied."""
+    return get_services(get_settings(config))
+
+
+def reset_services() -> None:
+    """Close and forget every cached datasource (tests, reloads)."""
+    with _lock:
+        for services in _cache.values():
+            services.datasource.close()
+        _cache.clear()
+
+
+def sample_path_for(settings: Settings) -> Path:
+    """Where the sample warehouse of these settings lives (for the CLI)."""
+    return settings.sample_path

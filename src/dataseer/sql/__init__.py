@@ -1,0 +1,1 @@
+"""SQL handling: the one execution point, dialect transpiling and (later) the guard."""

@@ -1,0 +1,85 @@
+"""``run_sql``: execute one query and turn its result into state and an observation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain.tools import ToolRuntime
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.types import Command
+
+from dataseer.prompt import markdown_table
+from dataseer.services import services_for
+from dataseer.sql.execute import frame_rows, run_query
+from dataseer.state import SqlRecord
+
+OBSERVATION_ROWS = 20
+"""Rows shown to the model in the tool result; all stored rows stay in state."""
+
+CHARTS = ("table", "line", "bar", "pie", "funnel", "scatter", "kpi")
+
+
+def _next_task_id(state: dict[str, Any], tool_call_id: str) -> int:
+    """A small, unique task id even when several run_sql calls run in parallel."""
+    base = len(state.get("sql_history") or [])
+    for message in reversed(state.get("messages") or []):
+        if isinstance(message, AIMessage) and message.tool_calls:
+            sql_calls = [c["id"] for c in message.tool_calls if c["name"] == "run_sql"]
+            if tool_call_id in sql_calls:
+                return base + sql_calls.index(tool_call_id) + 1
+            break
+    return base + 1
+
+
+def observation(record: SqlRecord) -> str:
+    """What the model reads after a query: the outcome first, then the rows."""
+    head = f"task {record['task_id']}"
+    if not record["ok"]:
+        return (
+            f"✗ {head} failed / 执行失败: {record.get('error')}\n"
+            "Fix the SQL and call run_sql again; check names with table_info."
+        )
+    more = " (truncated by the row limit)" if record["truncated"] else ""
+    if record["row_count"] == 0:
+        return (
+            f"✓ {head}: 0 rows / 查询结果为空. Check the filter values (names, dates) "
+            "against table_info previews before concluding there is no data."
+        )
+    table = markdown_table(record["columns"], record["rows"], max_rows=OBSERVATION_ROWS)
+    return f"✓ {head}: {record['row_count']} rows{more}\n{table}"
+
+
+@tool
+def run_sql(sql: str, runtime: ToolRuntime, purpose: str = "", chart: str = "table") -> Command:
+    """Run one read-only SQL query on the warehouse and return the rows.
+
+    Args:
+        sql: a single SELECT (or WITH ... SELECT) statement.
+        purpose: what this query establishes, in the user's language.
+        chart: the chart that fits the result: table, line, bar, pie, funnel, scatter or kpi.
+    """
+    services = services_for(runtime.config)
+    result = run_query(services.datasource, sql, services.settings)
+    record: SqlRecord = {
+        "task_id": _next_task_id(runtime.state, runtime.tool_call_id or ""),
+        "turn": int(runtime.state.get("turn") or 0),
+        "purpose": purpose.strip(),
+        "sql": result.sql,
+        "ok": result.ok,
+        "error": result.error,
+        "columns": [str(c) for c in result.columns],
+        "rows": frame_rows(result.frame) if result.ok else [],
+        "row_count": result.row_count,
+        "truncated": result.truncated,
+        "elapsed": round(result.elapsed, 4),
+        "chart": chart if chart in CHARTS else "table",
+    }
+    runtime.stream_writer({"type": "sql", **record, "rows": record["rows"][:OBSERVATION_ROWS]})
+    message = ToolMessage(
+        observation(record),
+        tool_call_id=runtime.tool_call_id,
+        artifact=record,
+        status="success" if record["ok"] else "error",
+    )
+    return Command(update={"sql_history": [record], "messages": [message]})
