@@ -100,7 +100,7 @@ def resolve(
     """Resolve a question and choose its route; returns (spec, route, clarification)."""
     services = services_for(dict(config or {}))
     previous_data = state.get("spec")
-    previous = QuestionSpec.from_dict(previous_data, services.pack) if previous_data else None
+    previous = QuestionSpec.from_dict(previous_data) if previous_data else None
     spec = understand(question, services.pack, services.settings.resolved_today, previous)
     deep = bool(state.get("deep")) or services.settings.deep
     route = rule_route(spec, deep)
@@ -134,6 +134,22 @@ def route_node(
     return Command(goto=route, update=update)
 
 
+def fold_reply(question: str, reply: str, config: RunnableConfig | None) -> str:
+    """The question with the user's clarification folded in.
+
+    A reply that names a known game replaces the unknown name it answers
+    ("王者荣耀上个月流水" + "星海远征" → "星海远征上个月流水"); any other reply
+    (a period, a metric) is appended.
+    """
+    services = services_for(dict(config or {}))
+    today = services.settings.resolved_today
+    asked = understand(question, services.pack, today)
+    answered = understand(reply, services.pack, today)
+    if asked.unknown_mentions and answered.games:
+        return question.replace(asked.unknown_mentions[0], reply, 1)
+    return f"{question} {reply}".strip()
+
+
 def clarify_node(
     state: DataseerState, config: RunnableConfig
 ) -> Command[Literal["quick", "clarify", "lookup", "analysis"]]:
@@ -141,7 +157,7 @@ def clarify_node(
     ask = state.get("clarification") or ""
     reply = interrupt({"type": "clarification", "question": ask, "original": state.get("question")})
     text = str(reply.get("answer", "") if isinstance(reply, dict) else reply).strip()
-    question = f"{state.get('question', '')} {text}".strip()
+    question = fold_reply(str(state.get("question", "")), text, config)
     spec, route, clarification = resolve(question, state, config)
     update: dict[str, Any] = {
         "question": question,

@@ -82,7 +82,7 @@ class OfflineAnalyst(BaseChatModel):
         line = line_match.group(1) if line_match else "lookup"
         question_match = _QUESTION.search(system)
         question = question_match.group(1).strip() if question_match else _last_human(messages)
-        spec = _spec_from_prompt(system)
+        spec = _spec_from_prompt(system, question)
         if spec is None or not spec.metrics:
             return AIMessage(unresolved_reply(spec, question))
         plan = plan_queries(spec, line=line)
@@ -125,13 +125,14 @@ def _this_run(messages: list[BaseMessage]) -> list[BaseMessage]:
     return [m for m in messages if not isinstance(m, SystemMessage)]
 
 
-def _spec_from_prompt(system: str) -> QuestionSpec | None:
+def _spec_from_prompt(system: str, question: str) -> QuestionSpec | None:
     match = _RESOLVED.search(system)
     if not match:
         return None
+    from dataseer.knowledge.resolved import spec_from_resolved
     from dataseer.services import get_services
 
-    return QuestionSpec.from_dict(json.loads(match.group(1)), get_services().pack)
+    return spec_from_resolved(match.group(1), question, get_services().pack)
 
 
 def _call(name: str, args: dict[str, Any]) -> AIMessage:

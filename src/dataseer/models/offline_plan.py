@@ -168,16 +168,16 @@ def _funnel_plan(spec: QuestionSpec) -> list[PlannedQuery]:
         )
     ]
     if spec.intent in {"why", "funnel"} and not spec.dimensions:
-        for dim in ("channel", "sdk_version"):
-            plan.append(
-                PlannedQuery(
-                    "funnel",
-                    f"{scope} 漏斗按{_dim_label(spec, dim)}拆分" if zh
-                    else f"{scope} funnel by {_dim_label(spec, dim)}",
-                    compile_funnel_sql(games=spec.games, period=spec.period, dimensions=(dim,),
-                                       filters=spec.filters),
-                    "bar",
-                    dimension=dim,
-                )
+        dims = ("channel", "sdk_version")
+        plan.append(
+            PlannedQuery(
+                "funnel",
+                f"{scope} 漏斗按渠道 × SDK 版本拆分" if zh
+                else f"{scope} funnel by channel x SDK version",
+                compile_funnel_sql(games=spec.games, period=spec.period, dimensions=dims,
+                                   filters=spec.filters),
+                "bar",
+                dimension="channel,sdk_version",
             )
+        )
     return plan
