@@ -18,6 +18,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+
 from dataseer.config import PROJECT_ROOT, Settings
 from dataseer.errors import DataseerError
 from dataseer.prompt import markdown_table
@@ -45,7 +47,7 @@ def _print(text: str = "") -> None:
     sys.stdout.flush()
 
 
-def _pending_interrupt(graph: Any, config: dict[str, Any]) -> Any:
+def _pending_interrupt(graph: Any, config: RunnableConfig) -> Any:
     snapshot = graph.get_state(config)
     for task in snapshot.tasks:
         for intr in task.interrupts:
@@ -71,7 +73,8 @@ class _Printer:
         self.set_phase("执行 / executing")
         mark = "✓" if event.get("ok") else "✗"
         purpose = event.get("purpose") or ""
-        _print(f"\n{mark} [task {event.get('task_id')}] {purpose} ({event.get('row_count', 0)} rows, {event.get('elapsed', 0):.3f}s)")
+        rows, elapsed = event.get("row_count", 0), event.get("elapsed", 0.0)
+        _print(f"\n{mark} [task {event.get('task_id')}] {purpose} ({rows} rows, {elapsed:.3f}s)")
         _print(f"```sql\n{event.get('sql')}\n```")
         if event.get("ok"):
             _print(markdown_table(event.get("columns") or [], event.get("rows") or [], max_rows=20))
@@ -85,7 +88,7 @@ class _Printer:
             self.set_phase("执行 / executing")
 
 
-def _stream(graph: Any, payload: Any, config: dict[str, Any], printer: _Printer) -> None:
+def _stream(graph: Any, payload: Any, config: RunnableConfig, printer: _Printer) -> None:
     for chunk in graph.stream(payload, config, stream_mode=["updates", "custom"], subgraphs=True):
         _namespace, mode, data = chunk
         if mode == "custom" and isinstance(data, dict):
@@ -107,7 +110,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"today": date.fromisoformat(args.today)})
         os.environ["DATASEER_TODAY"] = args.today
     thread = args.thread or uuid.uuid4().hex[:12]
-    config: dict[str, Any] = {"configurable": {"thread_id": thread}, "recursion_limit": 200}
+    config: RunnableConfig = {"configurable": {"thread_id": thread}, "recursion_limit": 200}
     printer = _Printer()
     with open_checkpointer(settings) as saver:
         graph = build_graph(settings=settings, checkpointer=saver)
@@ -121,10 +124,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
             pending = _pending_interrupt(graph, config)
             if pending is None:
                 break
-            value = pending.value if isinstance(pending.value, dict) else {"question": pending.value}
+            value = (
+                pending.value if isinstance(pending.value, dict) else {"question": pending.value}
+            )
             _print(f"\n? {value.get('question')}")
             if not sys.stdin.isatty():
-                _print(f"(reply with: dataseer ask \"<your answer>\" --thread {thread})")
+                _print(f'(reply with: dataseer ask "<your answer>" --thread {thread})')
                 return 0
             payload = Command(resume=input("> ").strip())
         state = graph.get_state(config).values
@@ -140,14 +145,20 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
     settings = Settings()
     scale = args.scale if args.scale is not None else settings.sample_scale
-    out = Path(args.out) if args.out else settings.model_copy(update={"sample_scale": scale}).sample_path
+    out = (
+        Path(args.out)
+        if args.out
+        else settings.model_copy(update={"sample_scale": scale}).sample_path
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     kwargs: dict[str, Any] = {"scale": scale, "seed": args.seed}
     if args.end_date:
         kwargs["end_date"] = date.fromisoformat(args.end_date)
     build_sample(out, **kwargs)
-    _print(f"built {out} ({out.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - started:.1f}s")
+    _print(
+        f"built {out} ({out.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - started:.1f}s"
+    )
     if args.to:
         started = time.perf_counter()
         load_to_postgres(out, args.to)
@@ -200,7 +211,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     _print(f"warehouse:  {settings.warehouse or settings.sample_path}")
     _print(f"today:      {settings.resolved_today}")
     for tier in ("router", "analyst", "summarizer"):
-        _print(f"model/{tier:<10} {'offline analyst' if is_offline(settings, tier) else settings.model_for(tier)}")
+        name = "offline analyst" if is_offline(settings, tier) else settings.model_for(tier)
+        _print(f"model/{tier:<10} {name}")
     services = get_services(settings)
     tables = services.datasource.list_tables()
     _print(f"tables:     {len(tables)} ({services.datasource.dialect})")

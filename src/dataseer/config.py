@@ -17,6 +17,7 @@ different warehouse or database: those fields are process-wide.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -113,7 +114,7 @@ class Settings(BaseSettings):
         return specific or self.model
 
 
-def get_settings(config: dict[str, Any] | None = None) -> Settings:
+def get_settings(config: Mapping[str, Any] | None = None) -> Settings:
     """Settings for one run: environment first, then per-run overrides.
 
     Args:

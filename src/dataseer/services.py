@@ -8,6 +8,7 @@ pool and one retrieval index however many runs it serves.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,7 @@ def get_services(settings: Settings | None = None) -> Services:
         return services
 
 
-def services_for(config: dict[str, Any] | None) -> Services:
+def services_for(config: Mapping[str, Any] | None) -> Services:
     """Services with the per-run settings of a LangGraph run config applied."""
     return get_services(get_settings(config))
 

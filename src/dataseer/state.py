@@ -40,7 +40,9 @@ class Todo(TypedDict):
     status: Literal["pending", "in_progress", "completed"]
 
 
-def merge_sql_history(left: list[SqlRecord] | None, right: list[SqlRecord] | None) -> list[SqlRecord]:
+def merge_sql_history(
+    left: list[SqlRecord] | None, right: list[SqlRecord] | None
+) -> list[SqlRecord]:
     """Append new records, replacing any with the same ``task_id``.
 
     Replacing (not duplicating) lets a retry or a summarizer update a record

@@ -40,4 +40,6 @@ def middleware_stack(line: Line, *, max_steps: int = 30) -> list[Any]:
 def build_line(line: Line, model: BaseChatModel, *, max_steps: int = 30) -> CompiledStateGraph:
     """One agent line, ready to be a node of the router graph."""
     tools = LOOKUP_TOOLS if line == "lookup" else ANALYSIS_TOOLS
-    return create_agent(model, tools, middleware=middleware_stack(line, max_steps=max_steps), name=line)
+    return create_agent(
+        model, tools, middleware=middleware_stack(line, max_steps=max_steps), name=line
+    )

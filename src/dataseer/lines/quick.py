@@ -21,7 +21,11 @@ from dataseer.state import DataseerState
 
 log = logging.getLogger(__name__)
 
-EXAMPLES_ZH = ["星海远征上个月流水多少？", "幻境物语近7天的 DAU 趋势", "为什么星海远征8月流水暴涨？"]
+EXAMPLES_ZH = [
+    "星海远征上个月流水多少？",
+    "幻境物语近7天的 DAU 趋势",
+    "为什么星海远征8月流水暴涨？",
+]
 EXAMPLES_EN = ["What was Star Expedition's revenue last month?", "Why did revenue spike in August?"]
 
 
@@ -47,26 +51,14 @@ def knowledge_text(spec: QuestionSpec, services: Services) -> str:
 
 def offline_reply(spec: QuestionSpec, services: Services) -> str:
     """The deterministic quick answer."""
-    zh = spec.language == "zh"
+    lang = "zh" if spec.language == "zh" else "en"
+    prompts = services.settings.resolved_prompts_dir
     if spec.intent == "smalltalk":
-        examples = "\n".join(f"- {e}" for e in (EXAMPLES_ZH if zh else EXAMPLES_EN))
-        return (
-            f"你好！我是 dataseer，可以帮你查询和分析游戏数据（DAU、流水、付费率、留存、SDK 漏斗）。试试：\n{examples}"
-            if zh
-            else f"Hi! I am dataseer: ask me about game data (DAU, revenue, pay rate, retention, SDK funnels). Try:\n{examples}"
-        )
+        return load_prompt(f"quick/greeting.{lang}", prompts)
     knowledge = knowledge_text(spec, services) if spec.intent == "definition" else ""
     if knowledge:
         return knowledge
-    hint = (
-        "这个问题我暂时无法离线解析（没有识别出指标）。请说明要看的指标、游戏和时间，例如「星海远征上个月流水」；"
-        "或配置大模型（设置 DATASEER_MODEL，如 openai:gpt-4o，或 DATASEER_BASE_URL + DATASEER_API_KEY）以回答开放式问题。"
-        if zh
-        else "I cannot resolve this question offline (no metric recognised). Name a metric, a game and "
-        "a period, e.g. 'Star Expedition revenue last month', or configure a model "
-        "(DATASEER_MODEL such as openai:gpt-4o, or DATASEER_BASE_URL + DATASEER_API_KEY)."
-    )
-    return hint
+    return render(load_prompt(f"quick/unresolved.{lang}", prompts), {"question": spec.text})
 
 
 def quick_node(state: DataseerState, config: RunnableConfig) -> dict[str, Any]:

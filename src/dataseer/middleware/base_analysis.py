@@ -8,8 +8,7 @@ a run, so providers can cache its prefix.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware.types import (
@@ -21,6 +20,7 @@ from langchain.agents.middleware.types import (
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.config import get_config
 
+from dataseer.knowledge.resolved import resolved_json
 from dataseer.knowledge.understand import QuestionSpec
 from dataseer.prompt import join_partitions, load_prompt, markdown_table, partition
 from dataseer.services import services_for
@@ -56,11 +56,6 @@ def steps_taken(messages: list[Any]) -> int:
         if isinstance(message, AIMessage) and message.tool_calls:
             count += 1
     return count
-
-
-def resolved_json(spec: QuestionSpec) -> str:
-    """The resolved question as compact JSON, for the model (and the offline analyst)."""
-    return json.dumps(spec.to_dict(), ensure_ascii=False, separators=(",", ":"))
 
 
 class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
@@ -99,12 +94,12 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
         open_todos = sum(1 for t in state.get("todos") or [] if t.get("status") != "completed")
         return min(self.max_steps, self.base_steps + self.per_todo * open_todos)
 
-    def build_prompt(self, state: dict[str, Any], config: dict[str, Any] | None) -> str:
+    def build_prompt(self, state: dict[str, Any], config: Mapping[str, Any] | None) -> str:
         """The whole system prompt for one loop, from state alone."""
         services = services_for(config)
         head = load_prompt(f"{self.line}/system", services.settings.resolved_prompts_dir)
         spec_data = state.get("spec")
-        spec = QuestionSpec.from_dict(spec_data, services.pack) if spec_data else None
+        spec = QuestionSpec.from_dict(spec_data) if spec_data else None
         turn = int(state.get("turn") or 0)
         history = [r for r in state.get("sql_history") or [] if r.get("turn") == turn]
         parts = [
@@ -118,7 +113,9 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
         ]
         return join_partitions(parts)
 
-    def _question_context(self, state: dict[str, Any], spec: QuestionSpec | None, services: Any) -> str:
+    def _question_context(
+        self, state: dict[str, Any], spec: QuestionSpec | None, services: Any
+    ) -> str:
         lines = [
             f"line: {self.line}",
             f"question: {state.get('question', '')}",
@@ -126,9 +123,7 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
         ]
         if spec is not None:
             lines.append(f"<resolved_question>{resolved_json(spec)}</resolved_question>")
-        earlier = [
-            m for m in state.get("messages", [])[:-1] if isinstance(m, HumanMessage)
-        ][-3:]
+        earlier = [m for m in state.get("messages", [])[:-1] if isinstance(m, HumanMessage)][-3:]
         if earlier:
             lines.append("earlier questions: " + " | ".join(str(m.content)[:120] for m in earlier))
         return "\n".join(lines)
@@ -195,7 +190,9 @@ def render_sql_history(records: list[SqlRecord]) -> str:
     for i, rec in enumerate(records):
         recent = i >= len(records) - FULL_RESULTS
         status = "✓" if rec["ok"] else "✗"
-        line = f"[task {rec['task_id']}] {status} {rec.get('purpose') or ''} · {rec['row_count']} rows"
+        line = (
+            f"[task {rec['task_id']}] {status} {rec.get('purpose') or ''} · {rec['row_count']} rows"
+        )
         if not recent:
             out.append(line)
             continue

@@ -27,7 +27,7 @@ def removable_ids(messages: list[Any]) -> list[str]:
     for message in messages:
         if not (isinstance(message, AIMessage) and message.tool_calls):
             continue
-        answered = [results.get(call["id"]) for call in message.tool_calls]
+        answered = [results.get(str(call["id"])) for call in message.tool_calls]
         if any(r is None for r in answered):
             continue
         ids.append(str(message.id))

@@ -2,18 +2,84 @@
 
 Every number in the text is read from a query result of this run and
 formatted without changing its value (thousands separators, percentages of
-ratios), so the verify step and a reader can trace it back to a table.
+ratios), so the verify step and a reader can trace it back to a table. The
+key finding comes first; each query's finding follows in plan order.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from dataseer.knowledge.understand import QuestionSpec
 from dataseer.models.offline_plan import PlannedQuery
+from dataseer.prompt import load_prompt, render
 
 RATIO_KINDS = frozenset({"ratio", "retention", "funnel"})
+
+Row = dict[str, Any]
+
+TEXT: dict[str, dict[str, str]] = {
+    "zh": {
+        "failed": "「{purpose}」查询失败：{error}",
+        "empty": "「{purpose}」没有数据（结果为空）。",
+        "partial": "部分计划中的查询未完成（步数预算用尽），以上结论仅基于已完成的查询。",
+        "kpi": "{purpose}：{value}。",
+        "ranking": "{purpose}：{items}{more}。",
+        "more": "（共 {n} 项）",
+        "trend": "{purpose}：从 {t0} 的 {v0} 到 {t1} 的 {v1}；"
+        "最高 {tp}（{vp}），最低 {tl}（{vl}）。",
+        "outlier": " {t} 明显异常：仅为中位数 {median} 的 {share}。",
+        "compare": "{label}{metric} {period} 为 {cur}，{other} 为 {prev}（变化 {delta}{pct}）",
+        "pct": "，{pct}",
+        "contribution": "{purpose}：贡献最大的是 {top}（{prev} → {cur}，"
+        "变化 {delta}{share}）{runner}。",
+        "share": "，占总变化的 {share}",
+        "runner": "；其次是 {name}（{delta}）",
+        "events": "期间的运营事件：{items}。",
+        "no_events": "期间没有记录的运营事件。",
+        "funnel": "{purpose}：逐步转化率 {steps}；整体转化 {overall}。",
+        "funnel_flat": "{purpose}：各分组转化率没有明显异常。",
+        "funnel_worst": "{purpose}：{segment} 的 {step} 步转化率仅 {value}，明显低于各分组中位数 "
+        "{median}，是转化下降的主要来源。",
+        "headline": "结论：{scope}{metric}{change}，主要由{dimension}「{driver}」驱动（占变化的 "
+        "{share}）{event}。",
+        "headline_event": "，与运营事件「{event}」（{start} ~ {end}）同期",
+        "sep": "、",
+        "join": "；",
+    },
+    "en": {
+        "failed": "'{purpose}' failed: {error}",
+        "empty": "'{purpose}': no data (empty result).",
+        "partial": "Some planned queries did not run (step budget spent); the findings above "
+        "rest only on the queries that did.",
+        "kpi": "{purpose}: {value}.",
+        "ranking": "{purpose}: {items}{more}.",
+        "more": " ({n} items)",
+        "trend": "{purpose}: from {v0} on {t0} to {v1} on {t1}; "
+        "peak {vp} on {tp}, low {vl} on {tl}.",
+        "outlier": " {t} stands out: only {share} of the median {median}.",
+        "compare": "{label}{metric} was {cur} in {period} vs {prev} in {other} "
+        "(change {delta}{pct})",
+        "pct": ", {pct}",
+        "contribution": "{purpose}: the largest contributor is {top} ({prev} → {cur}, change "
+        "{delta}{share}){runner}.",
+        "share": ", {share} of the total change",
+        "runner": "; next {name} ({delta})",
+        "events": "Ops events in the period: {items}.",
+        "no_events": "No ops events are recorded in the period.",
+        "funnel": "{purpose}: step conversion {steps}; overall {overall}.",
+        "funnel_flat": "{purpose}: no segment stands out.",
+        "funnel_worst": "{purpose}: {segment} converts only {value} at step {step}, far below "
+        "the median of {median} across segments: the main source of the drop.",
+        "headline": "Key finding: {scope}{metric}{change}, driven mostly by {dimension} "
+        "'{driver}' ({share} of the change){event}.",
+        "headline_event": ", during the ops event '{event}' ({start} ~ {end})",
+        "sep": ", ",
+        "join": "; ",
+    },
+}
 
 
 def fmt(value: Any, *, ratio: bool = False, signed: bool = False) -> str:
@@ -29,210 +95,262 @@ def fmt(value: Any, *, ratio: bool = False, signed: bool = False) -> str:
     return f"{value:+,.2f}" if signed else f"{value:,.2f}"
 
 
-def _rows(record: dict[str, Any]) -> list[dict[str, Any]]:
+class _Writer:
+    """Writes one run's findings in the question's language."""
+
+    def __init__(self, spec: QuestionSpec) -> None:
+        self.spec = spec
+        self.text = TEXT["zh" if spec.language == "zh" else "en"]
+
+    def say(self, key: str, **values: Any) -> str:
+        return self.text[key].format(**values)
+
+    def metric(self, step: PlannedQuery) -> tuple[str, bool]:
+        for metric in self.spec.metrics:
+            if metric.key == step.metric:
+                name = metric.zh if self.spec.language == "zh" else metric.en
+                return name, metric.kind in RATIO_KINDS
+        return step.metric, False
+
+    def value_column(self, step: PlannedQuery, row: Row) -> str:
+        return step.metric if step.metric in row else list(row)[-1]
+
+    def total(self, step: PlannedQuery, rows: list[Row]) -> str:
+        _, ratio = self.metric(step)
+        col = self.value_column(step, rows[0])
+        if len(rows) == 1 and all(
+            isinstance(v, int | float) or v is None for v in rows[0].values()
+        ):
+            return self.say("kpi", purpose=step.purpose, value=fmt(rows[0][col], ratio=ratio))
+        ranked = sorted(rows, key=lambda r: (r.get(col) is None, -(r.get(col) or 0)))
+        items = self.text["sep"].join(
+            f"{_label(r, col)} {fmt(r.get(col), ratio=ratio)}" for r in ranked[:5]
+        )
+        more = self.say("more", n=len(rows)) if len(rows) > 5 else ""
+        return self.say("ranking", purpose=step.purpose, items=items, more=more)
+
+    def trend(self, step: PlannedQuery, rows: list[Row]) -> str:
+        _, ratio = self.metric(step)
+        time_col = next((c for c in ("ds", "month", "week") if c in rows[0]), next(iter(rows[0])))
+        col = self.value_column(step, rows[0])
+        series = [(r[time_col], r[col]) for r in rows if r.get(col) is not None]
+        if not series:
+            return ""
+        peak, low = max(series, key=lambda p: p[1]), min(series, key=lambda p: p[1])
+        text = self.say(
+            "trend",
+            purpose=step.purpose,
+            t0=series[0][0],
+            v0=fmt(series[0][1], ratio=ratio),
+            t1=series[-1][0],
+            v1=fmt(series[-1][1], ratio=ratio),
+            tp=peak[0],
+            vp=fmt(peak[1], ratio=ratio),
+            tl=low[0],
+            vl=fmt(low[1], ratio=ratio),
+        )
+        median = statistics.median(v for _, v in series) if len(series) >= 5 else 0
+        if median and low[1] < 0.6 * median:
+            share = f"{low[1] / median:.0%}"
+            text += self.say("outlier", t=low[0], median=fmt(median, ratio=ratio), share=share)
+        return text
+
+    def compare(self, step: PlannedQuery, rows: list[Row]) -> str:
+        name, ratio = self.metric(step)
+        parts = []
+        for row in rows[:8]:
+            label = _label(row, "current_value")
+            pct = row.get("pct_change")
+            parts.append(
+                self.say(
+                    "compare",
+                    label=f"{label} " if label else f"{_games(self.spec)} ",
+                    metric=name,
+                    period=self.spec.period.label if self.spec.period else "",
+                    other=self.spec.compare_to.label if self.spec.compare_to else "",
+                    cur=fmt(row.get("current_value"), ratio=ratio),
+                    prev=fmt(row.get("previous_value"), ratio=ratio),
+                    delta=fmt(row.get("delta"), ratio=ratio, signed=True),
+                    pct=""
+                    if pct is None or ratio
+                    else self.say("pct", pct=fmt(pct, ratio=True, signed=True)),
+                )
+            )
+        return self.text["join"].join(parts) + ("。" if self.spec.language == "zh" else ".")
+
+    def contribution(self, step: PlannedQuery, rows: list[Row]) -> str:
+        _, ratio = self.metric(step)
+        dim_col = _dimension_column(rows[0], step.dimension)
+        top = rows[0]
+        share = top.get("share_of_delta")
+        runner = ""
+        if len(rows) > 1:
+            runner = self.say(
+                "runner",
+                name=rows[1].get(dim_col),
+                delta=fmt(rows[1].get("delta"), ratio=ratio, signed=True),
+            )
+        return self.say(
+            "contribution",
+            purpose=step.purpose,
+            top=top.get(dim_col),
+            prev=fmt(top.get("previous_value"), ratio=ratio),
+            cur=fmt(top.get("current_value"), ratio=ratio),
+            delta=fmt(top.get("delta"), ratio=ratio, signed=True),
+            share="" if share is None else self.say("share", share=fmt(share, ratio=True)),
+            runner=runner,
+        )
+
+    def events(self, step: PlannedQuery, rows: list[Row]) -> str:
+        items = self.text["join"].join(
+            f"{r.get('game_name', '')}「{r.get('title')}」({r.get('start_ds')} ~ {r.get('end_ds')})"
+            for r in rows[:6]
+        )
+        return self.say("events", items=items)
+
+    def funnel(self, step: PlannedQuery, rows: list[Row]) -> str:
+        fixed = {"step_order", "step", "users", "step_conversion", "overall_conversion"}
+        segments = [c for c in rows[0] if c not in fixed and not c.endswith("_id")]
+        if not segments:
+            steps = self.text["join"].join(
+                f"{r['step']} {fmt(r['step_conversion'], ratio=True)}"
+                for r in rows
+                if r.get("step_conversion") is not None
+            )
+            overall = fmt(rows[-1].get("overall_conversion"), ratio=True)
+            return self.say("funnel", purpose=step.purpose, steps=steps, overall=overall)
+        by_step: dict[str, list[tuple[str, float]]] = {}
+        for r in rows:
+            if r.get("step_conversion") is not None:
+                segment = " / ".join(str(r[c]) for c in segments)
+                by_step.setdefault(str(r["step"]), []).append(
+                    (segment, float(r["step_conversion"]))
+                )
+        worst: tuple[float, str, str, float, float] | None = None
+        for name, values in by_step.items():
+            if len(values) < 3:
+                continue
+            median = statistics.median(v for _, v in values)
+            segment, value = min(values, key=lambda p: p[1])
+            if worst is None or value - median < worst[0]:
+                worst = (value - median, name, segment, value, median)
+        if worst is None or worst[0] > -0.1:
+            return self.say("funnel_flat", purpose=step.purpose)
+        _, name, segment, value, median = worst
+        return self.say(
+            "funnel_worst",
+            purpose=step.purpose,
+            segment=segment,
+            step=name,
+            value=fmt(value, ratio=True),
+            median=fmt(median, ratio=True),
+        )
+
+    def headline(self, plan: list[PlannedQuery], records: list[dict[str, Any]]) -> str:
+        """For why-questions: the change, its main driver and the coinciding event."""
+        pairs = [(s, _rows(r)) for s, r in zip(plan, records, strict=False) if r.get("ok")]
+        compare = next((rows for s, rows in pairs if s.kind == "compare" and rows), None)
+        drivers = [(s, rows[0]) for s, rows in pairs if s.kind == "contribution" and rows]
+        if compare is None or not drivers:
+            return ""
+        step, top = max(drivers, key=lambda p: abs(p[1].get("share_of_delta") or 0))
+        name, ratio = self.metric(step)
+        row = compare[0]
+        pct = row.get("pct_change")
+        change = f" {fmt(row.get('delta'), ratio=ratio, signed=True)}"
+        if pct is not None and not ratio:
+            change += f" ({fmt(pct, ratio=True, signed=True)})"
+        events = next((rows for s, rows in pairs if s.kind == "events" and rows), [])
+        event = ""
+        if events:
+            e = events[0]
+            event = self.say(
+                "headline_event", event=e.get("title"), start=e.get("start_ds"), end=e.get("end_ds")
+            )
+        period = self.spec.period.label if self.spec.period else ""
+        return self.say(
+            "headline",
+            scope=f"{_games(self.spec)} {period} ",
+            metric=name,
+            change=change,
+            dimension=_dimension_name(self.spec, step.dimension),
+            driver=top.get(_dimension_column(top, step.dimension)),
+            share=fmt(top.get("share_of_delta"), ratio=True),
+            event=event,
+        )
+
+
+def _rows(record: dict[str, Any]) -> list[Row]:
     return [dict(zip(record["columns"], row, strict=False)) for row in record["rows"]]
 
 
-def _say(spec: QuestionSpec, zh: str, en: str) -> str:
-    return zh if spec.language == "zh" else en
+def _label(row: Row, value_col: str) -> str:
+    skip = {value_col, "game_id", "channel_id"}
+    parts = [str(v) for k, v in row.items() if k not in skip and not isinstance(v, int | float)]
+    return " / ".join(parts)
+
+
+def _games(spec: QuestionSpec) -> str:
+    if not spec.games:
+        return "全部游戏" if spec.language == "zh" else "all games"
+    if spec.language == "zh":
+        return "、".join(g.name for g in spec.games)
+    return ", ".join(g.en_name or g.name for g in spec.games)
+
+
+def _dimension_column(row: Row, fallback: str) -> str:
+    values = {"current_value", "previous_value", "delta", "share_of_delta", "contribution"}
+    for column in row:
+        if column in values or column.startswith(("current_", "previous_")):
+            continue
+        if not column.endswith("_id"):
+            return column
+    return fallback
+
+
+def _dimension_name(spec: QuestionSpec, key: str) -> str:
+    from dataseer.services import get_services
+
+    for dim in get_services().pack.dimensions:
+        if dim.key == key:
+            return dim.zh if spec.language == "zh" else dim.en
+    return key
 
 
 def unresolved_reply(spec: QuestionSpec | None, question: str) -> str:
     """What the offline analyst says when it cannot resolve the question."""
-    zh = spec is None or spec.language == "zh"
-    if zh:
-        return (
-            f"离线分析器无法解析这个问题：「{question}」——没有识别出要查询的指标。"
-            "请说明指标、游戏和时间（例如「星海远征上个月流水」），"
-            "或配置大模型（DATASEER_MODEL 或 DATASEER_BASE_URL + DATASEER_API_KEY）。"
-        )
-    return (
-        f"The offline analyst cannot resolve '{question}': no metric recognised. Name a metric, "
-        "a game and a period, or configure a model (DATASEER_MODEL, or DATASEER_BASE_URL and "
-        "DATASEER_API_KEY)."
-    )
+    from dataseer.config import get_settings
+
+    lang = "en" if spec is not None and spec.language == "en" else "zh"
+    template = load_prompt(f"quick/unresolved.{lang}", get_settings().resolved_prompts_dir)
+    return render(template, {"question": question})
 
 
 def narrate(spec: QuestionSpec, plan: list[PlannedQuery], records: list[dict[str, Any]]) -> str:
     """Findings for the whole run, key finding first."""
+    writer = _Writer(spec)
+    methods: dict[str, Callable[[PlannedQuery, list[Row]], str]] = {
+        "total": writer.total,
+        "trend": writer.trend,
+        "compare": writer.compare,
+        "contribution": writer.contribution,
+        "events": writer.events,
+        "funnel": writer.funnel,
+    }
     lines: list[str] = []
     for step, record in zip(plan, records, strict=False):
         if not record.get("ok"):
-            lines.append(_say(spec, f"「{step.purpose}」查询失败：{record.get('error')}",
-                              f"'{step.purpose}' failed: {record.get('error')}"))
-            continue
-        rows = _rows(record)
-        if not rows:
-            lines.append(_say(spec, f"「{step.purpose}」没有数据（结果为空）。",
-                              f"'{step.purpose}': no data (empty result)."))
-            continue
-        writer = _WRITERS.get(step.kind, _total)
-        text = writer(spec, step, rows)
-        if text:
-            lines.append(text)
+            lines.append(writer.say("failed", purpose=step.purpose, error=record.get("error")))
+        elif not record["rows"]:
+            key = "no_events" if step.kind == "events" else "empty"
+            lines.append(writer.say(key, purpose=step.purpose))
+        else:
+            lines.append(methods[step.kind](step, _rows(record)))
     if len(records) < len(plan):
-        lines.append(_say(spec, "部分计划中的查询未完成（步数预算用尽），以上结论仅基于已完成的查询。",
-                          "Some planned queries did not run (step budget spent); the findings "
-                          "above rest only on the queries that did."))
-    return "\n".join(f"- {line}" for line in lines) if len(lines) > 1 else "".join(lines)
-
-
-def _metric_of(spec: QuestionSpec, step: PlannedQuery) -> tuple[str, bool]:
-    for metric in spec.metrics:
-        if metric.key == step.metric:
-            return (metric.zh if spec.language == "zh" else metric.en), metric.kind in RATIO_KINDS
-    return step.metric, False
-
-
-def _label_of(row: dict[str, Any], value_col: str) -> str:
-    skip = {value_col, "game_id", "channel_id"}
-    parts = [str(v) for k, v in row.items() if k not in skip and not isinstance(v, int | float)]
-    return " / ".join(parts) or str(row.get("game_id", ""))
-
-
-def _total(spec: QuestionSpec, step: PlannedQuery, rows: list[dict[str, Any]]) -> str:
-    name, ratio = _metric_of(spec, step)
-    col = step.metric if step.metric in rows[0] else list(rows[0])[-1]
-    if len(rows) == 1 and all(isinstance(v, int | float) or v is None for v in rows[0].values()):
-        return _say(spec, f"{step.purpose}：{fmt(rows[0][col], ratio=ratio)}。",
-                    f"{step.purpose}: {fmt(rows[0][col], ratio=ratio)}.")
-    ranked = sorted(rows, key=lambda r: (r.get(col) is None, -(r.get(col) or 0)))
-    top = "、".join(f"{_label_of(r, col)} {fmt(r.get(col), ratio=ratio)}" for r in ranked[:5])
-    more = _say(spec, f"（共 {len(rows)} 项）", f" ({len(rows)} items)") if len(rows) > 5 else ""
-    return _say(spec, f"{step.purpose}：{top}{more}。", f"{step.purpose}: {top}{more}.")
-
-
-def _trend(spec: QuestionSpec, step: PlannedQuery, rows: list[dict[str, Any]]) -> str:
-    name, ratio = _metric_of(spec, step)
-    time_col = next((c for c in ("ds", "month", "week") if c in rows[0]), list(rows[0])[0])
-    col = step.metric if step.metric in rows[0] else list(rows[0])[-1]
-    series = [(r[time_col], r[col]) for r in rows if r.get(col) is not None]
-    if not series:
-        return ""
-    peak = max(series, key=lambda p: p[1])
-    low = min(series, key=lambda p: p[1])
-    first, last = series[0], series[-1]
-    text = _say(
-        spec,
-        f"{step.purpose}：从 {first[0]} 的 {fmt(first[1], ratio=ratio)} 到 {last[0]} 的 "
-        f"{fmt(last[1], ratio=ratio)}；最高 {peak[0]}（{fmt(peak[1], ratio=ratio)}），"
-        f"最低 {low[0]}（{fmt(low[1], ratio=ratio)}）。",
-        f"{step.purpose}: from {fmt(first[1], ratio=ratio)} on {first[0]} to "
-        f"{fmt(last[1], ratio=ratio)} on {last[0]}; peak {fmt(peak[1], ratio=ratio)} on {peak[0]}, "
-        f"low {fmt(low[1], ratio=ratio)} on {low[0]}.",
-    )
-    values = [v for _, v in series]
-    if len(values) >= 5:
-        median = statistics.median(values)
-        if median and low[1] < 0.6 * median:
-            text += _say(
-                spec,
-                f" {low[0]} 明显异常：仅为中位数 {fmt(median, ratio=ratio)} 的 {low[1] / median:.0%}。",
-                f" {low[0]} stands out: only {low[1] / median:.0%} of the median "
-                f"{fmt(median, ratio=ratio)}.",
-            )
-    return text
-
-
-def _compare(spec: QuestionSpec, step: PlannedQuery, rows: list[dict[str, Any]]) -> str:
-    name, ratio = _metric_of(spec, step)
-    period = spec.period.label if spec.period else ""
-    other = spec.compare_to.label if spec.compare_to else ""
-    parts = []
-    for row in rows[:8]:
-        label = _label_of(row, "current_value")
-        label = label.replace(" / ", "") if label else ""
-        pct = row.get("pct_change")
-        change = fmt(row.get("delta"), ratio=ratio, signed=True)
-        pct_text = f"，{fmt(pct, ratio=True, signed=True)}" if pct is not None and not ratio else ""
-        pct_en = f", {fmt(pct, ratio=True, signed=True)}" if pct is not None and not ratio else ""
-        parts.append(
-            _say(
-                spec,
-                f"{(label + ' ') if label else ''}{name} {period} 为 {fmt(row.get('current_value'), ratio=ratio)}，"
-                f"{other} 为 {fmt(row.get('previous_value'), ratio=ratio)}（变化 {change}{pct_text}）",
-                f"{(label + ' ') if label else ''}{name} was {fmt(row.get('current_value'), ratio=ratio)} in "
-                f"{period} vs {fmt(row.get('previous_value'), ratio=ratio)} in {other} "
-                f"(change {change}{pct_en})",
-            )
-        )
-    return _say(spec, "；".join(parts) + "。", "; ".join(parts) + ".")
-
-
-def _contribution(spec: QuestionSpec, step: PlannedQuery, rows: list[dict[str, Any]]) -> str:
-    name, ratio = _metric_of(spec, step)
-    dim_col = next((c for c in rows[0] if c not in {
-        "current_value", "previous_value", "delta", "share_of_delta", "contribution"}
-        and not c.startswith(("current_", "previous_")) and not c.endswith("_id")), step.dimension)
-    top = rows[0]
-    share = top.get("share_of_delta")
-    share_zh = f"，占总变化的 {fmt(share, ratio=True)}" if share is not None else ""
-    share_en = f", {fmt(share, ratio=True)} of the total change" if share is not None else ""
-    runner = ""
-    if len(rows) > 1:
-        second = rows[1]
-        runner = _say(spec, f"；其次是 {second.get(dim_col)}（{fmt(second.get('delta'), ratio=ratio, signed=True)}）",
-                      f"; next {second.get(dim_col)} ({fmt(second.get('delta'), ratio=ratio, signed=True)})")
-    return _say(
-        spec,
-        f"{step.purpose}：贡献最大的是 {top.get(dim_col)}（{fmt(top.get('previous_value'), ratio=ratio)} → "
-        f"{fmt(top.get('current_value'), ratio=ratio)}，变化 {fmt(top.get('delta'), ratio=ratio, signed=True)}"
-        f"{share_zh}）{runner}。",
-        f"{step.purpose}: the largest contributor is {top.get(dim_col)} "
-        f"({fmt(top.get('previous_value'), ratio=ratio)} → {fmt(top.get('current_value'), ratio=ratio)}, "
-        f"change {fmt(top.get('delta'), ratio=ratio, signed=True)}{share_en}){runner}.",
-    )
-
-
-def _events(spec: QuestionSpec, step: PlannedQuery, rows: list[dict[str, Any]]) -> str:
-    items = [f"{r.get('game_name', '')}「{r.get('title')}」({r.get('start_ds')} ~ {r.get('end_ds')})" for r in rows[:6]]
-    return _say(spec, f"期间的运营事件：{'；'.join(items)}。", f"Ops events in the period: {'; '.join(items)}.")
-
-
-def _funnel(spec: QuestionSpec, step: PlannedQuery, rows: list[dict[str, Any]]) -> str:
-    seg_cols = [c for c in rows[0] if c not in {
-        "step_order", "step", "users", "step_conversion", "overall_conversion", "channel_id"}]
-    if not seg_cols:
-        steps = "，".join(
-            f"{r['step']} {fmt(r['step_conversion'], ratio=True)}"
-            for r in rows if r.get("step_conversion") is not None
-        )
-        last = rows[-1]
-        return _say(spec, f"{step.purpose}：逐步转化率 {steps}；整体转化 {fmt(last.get('overall_conversion'), ratio=True)}。",
-                    f"{step.purpose}: step conversion {steps}; overall {fmt(last.get('overall_conversion'), ratio=True)}.")
-    by_step: dict[str, list[tuple[str, float]]] = {}
-    for r in rows:
-        if r.get("step_conversion") is None:
-            continue
-        seg = " / ".join(str(r[c]) for c in seg_cols)
-        by_step.setdefault(str(r["step"]), []).append((seg, float(r["step_conversion"])))
-    worst: tuple[float, str, str, float, float] | None = None
-    for name, values in by_step.items():
-        if len(values) < 3:
-            continue
-        median = statistics.median(v for _, v in values)
-        seg, value = min(values, key=lambda p: p[1])
-        gap = value - median
-        if worst is None or gap < worst[0]:
-            worst = (gap, name, seg, value, median)
-    if worst is None or worst[0] > -0.1:
-        return _say(spec, f"{step.purpose}：各分组转化率没有明显异常。",
-                    f"{step.purpose}: no segment stands out.")
-    _, name, seg, value, median = worst
-    return _say(
-        spec,
-        f"{step.purpose}：{seg} 的 {name} 步转化率仅 {fmt(value, ratio=True)}，"
-        f"明显低于各分组中位数 {fmt(median, ratio=True)}，是转化下降的主要来源。",
-        f"{step.purpose}: {seg} converts only {fmt(value, ratio=True)} at step {name}, far below "
-        f"the median of {fmt(median, ratio=True)} across segments: the main source of the drop.",
-    )
-
-
-_WRITERS = {
-    "total": _total,
-    "trend": _trend,
-    "compare": _compare,
-    "contribution": _contribution,
-    "events": _events,
-    "funnel": _funnel,
-}
+        lines.append(writer.say("partial"))
+    lines = [line for line in lines if line]
+    headline = writer.headline(plan, records) if spec.intent == "why" else ""
+    if len(lines) == 1 and not headline:
+        return lines[0]
+    body = "\n".join(f"- {line}" for line in lines)
+    return f"{headline}\n\n{body}" if headline else body

@@ -91,7 +91,12 @@ class OfflineAnalyst(BaseChatModel):
         results = {m.tool_call_id: m for m in run if isinstance(m, ToolMessage)}
         done = [c["name"] for c in calls]
         can_call = bool(self.tool_names)
-        if can_call and line == "analysis" and "write_todos" not in done and "write_todos" in self.tool_names:
+        if (
+            can_call
+            and line == "analysis"
+            and "write_todos" not in done
+            and "write_todos" in self.tool_names
+        ):
             return _call("write_todos", {"todos": _todos(plan, completed=0)})
         if can_call and "search_tables" not in done and "search_tables" in self.tool_names:
             return _call("search_tables", {"query": question})
@@ -100,7 +105,12 @@ class OfflineAnalyst(BaseChatModel):
             step = plan[len(sql_calls)]
             return _call("run_sql", {"sql": step.sql, "purpose": step.purpose, "chart": step.chart})
         todo_updates = [c for c in calls if c["name"] == "write_todos"]
-        if can_call and line == "analysis" and len(todo_updates) < 2 and "write_todos" in self.tool_names:
+        if (
+            can_call
+            and line == "analysis"
+            and len(todo_updates) < 2
+            and "write_todos" in self.tool_names
+        ):
             return _call("write_todos", {"todos": _todos(plan, completed=len(plan))})
         records = [
             results[c["id"]].artifact
@@ -138,12 +148,18 @@ def _spec_from_prompt(system: str, question: str) -> QuestionSpec | None:
 def _call(name: str, args: dict[str, Any]) -> AIMessage:
     return AIMessage(
         "",
-        tool_calls=[{"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}],
+        tool_calls=[
+            {"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}
+        ],
     )
 
 
 def _todos(plan: list[PlannedQuery], *, completed: int) -> list[dict[str, str]]:
     return [
-        {"id": f"t{i}", "content": q.purpose, "status": "completed" if i <= completed else "pending"}
+        {
+            "id": f"t{i}",
+            "content": q.purpose,
+            "status": "completed" if i <= completed else "pending",
+        }
         for i, q in enumerate(plan, start=1)
     ]

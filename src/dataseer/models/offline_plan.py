@@ -23,6 +23,7 @@ from dataseer.knowledge.metrics import (
 from dataseer.knowledge.pack import Metric
 from dataseer.knowledge.understand import QuestionSpec
 
+Grain = Literal["total", "day", "week", "month"]
 QueryKind = Literal["total", "trend", "compare", "contribution", "events", "funnel"]
 
 DECOMPOSE = ("channel", "region", "item_category", "sdk_version")
@@ -48,13 +49,17 @@ def _label(spec: QuestionSpec, metric: Metric) -> str:
 def _games_label(spec: QuestionSpec) -> str:
     if not spec.games:
         return "全部游戏" if spec.language == "zh" else "all games"
-    return "、".join(g.name for g in spec.games) if spec.language == "zh" else ", ".join(
-        g.en_name or g.name for g in spec.games
+    return (
+        "、".join(g.name for g in spec.games)
+        if spec.language == "zh"
+        else ", ".join(g.en_name or g.name for g in spec.games)
     )
 
 
 def _dims(spec: QuestionSpec, metric: Metric) -> tuple[str, ...]:
-    dims = tuple(d for d in spec.dimensions if d in metric.dimensions or d in {"day", "week", "month"})
+    dims = tuple(
+        d for d in spec.dimensions if d in metric.dimensions or d in {"day", "week", "month"}
+    )
     if len(spec.games) != 1 and "game" not in dims and "game" in metric.dimensions:
         dims = ("game", *dims)
     return dims
@@ -80,15 +85,21 @@ def plan_queries(spec: QuestionSpec, *, line: str = "lookup") -> list[PlannedQue
         dims = _dims(spec, metric)
         scope = f"{_games_label(spec)} {period.label}"
         if spec.intent == "trend":
-            grain = "day" if period.days() <= 62 else "month"
+            grain: Grain = "day" if period.days() <= 62 else "month"
             plan.append(
                 PlannedQuery(
                     "trend",
                     f"{scope} {name}{'每日走势' if zh else ' daily trend'}"
                     if grain == "day"
                     else f"{scope} {name}{'月度走势' if zh else ' monthly trend'}",
-                    compile_metric_sql(metric, games=games, period=period, dimensions=dims,
-                                       grain=grain, filters=spec.filters),
+                    compile_metric_sql(
+                        metric,
+                        games=games,
+                        period=period,
+                        dimensions=dims,
+                        grain=grain,
+                        filters=spec.filters,
+                    ),
                     "line",
                     metric.key,
                 )
@@ -101,8 +112,9 @@ def plan_queries(spec: QuestionSpec, *, line: str = "lookup") -> list[PlannedQue
                     f"{_games_label(spec)} {name}：{period.label} 对比 {other.label}"
                     if zh
                     else f"{_games_label(spec)} {name}: {period.label} vs {other.label}",
-                    compile_comparison_sql(metric, games=games, period=period, compare_to=other,
-                                           dimensions=dims),
+                    compile_comparison_sql(
+                        metric, games=games, period=period, compare_to=other, dimensions=dims
+                    ),
                     "bar",
                     metric.key,
                 )
@@ -113,10 +125,16 @@ def plan_queries(spec: QuestionSpec, *, line: str = "lookup") -> list[PlannedQue
                         plan.append(
                             PlannedQuery(
                                 "contribution",
-                                f"{name}变化按{_dim_label(spec, dim)}拆解" if zh
+                                f"{name}变化按{_dim_label(spec, dim)}拆解"
+                                if zh
                                 else f"{name} change by {_dim_label(spec, dim)}",
-                                compile_contribution_sql(metric, games=games, period=period,
-                                                         compare_to=other, dimension=dim),
+                                compile_contribution_sql(
+                                    metric,
+                                    games=games,
+                                    period=period,
+                                    compare_to=other,
+                                    dimension=dim,
+                                ),
                                 "bar",
                                 metric.key,
                                 dim,
@@ -127,8 +145,14 @@ def plan_queries(spec: QuestionSpec, *, line: str = "lookup") -> list[PlannedQue
                 PlannedQuery(
                     "total",
                     f"{scope} {name}",
-                    compile_metric_sql(metric, games=games, period=period, dimensions=dims,
-                                       grain="total", filters=spec.filters),
+                    compile_metric_sql(
+                        metric,
+                        games=games,
+                        period=period,
+                        dimensions=dims,
+                        grain="total",
+                        filters=spec.filters,
+                    ),
                     "bar" if dims else "kpi",
                     metric.key,
                 )
@@ -162,8 +186,12 @@ def _funnel_plan(spec: QuestionSpec) -> list[PlannedQuery]:
         PlannedQuery(
             "funnel",
             f"{scope} SDK 漏斗" if zh else f"{scope} SDK funnel",
-            compile_funnel_sql(games=spec.games, period=spec.period, dimensions=spec.dimensions,
-                               filters=spec.filters),
+            compile_funnel_sql(
+                games=spec.games,
+                period=spec.period,
+                dimensions=spec.dimensions,
+                filters=spec.filters,
+            ),
             "funnel",
         )
     ]
@@ -172,10 +200,12 @@ def _funnel_plan(spec: QuestionSpec) -> list[PlannedQuery]:
         plan.append(
             PlannedQuery(
                 "funnel",
-                f"{scope} 漏斗按渠道 × SDK 版本拆分" if zh
+                f"{scope} 漏斗按渠道 × SDK 版本拆分"
+                if zh
                 else f"{scope} funnel by channel x SDK version",
-                compile_funnel_sql(games=spec.games, period=spec.period, dimensions=dims,
-                                   filters=spec.filters),
+                compile_funnel_sql(
+                    games=spec.games, period=spec.period, dimensions=dims, filters=spec.filters
+                ),
                 "bar",
                 dimension="channel,sdk_version",
             )

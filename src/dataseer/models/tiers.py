@@ -9,6 +9,8 @@ offline analyst answers: a real mode, not a mock.
 
 from __future__ import annotations
 
+from typing import Any
+
 from langchain_core.language_models import BaseChatModel
 
 from dataseer.config import Settings
@@ -46,7 +48,7 @@ def chat_model(settings: Settings, tier: str = "analyst") -> BaseChatModel:
             )
         from langchain.chat_models import init_chat_model
 
-        kwargs: dict[str, object] = {"temperature": 0}
+        kwargs: dict[str, Any] = {"temperature": 0}
         if settings.api_key:
             kwargs["api_key"] = settings.api_key
         return init_chat_model(name, **kwargs)

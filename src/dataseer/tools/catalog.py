@@ -10,7 +10,7 @@ from dataseer.services import services_for
 
 
 @tool
-def search_tables(query: str, runtime: ToolRuntime) -> str:
+def search_tables(query: str, runtime: ToolRuntime) -> str:  # noqa: D417  # runtime is injected
     """Find the warehouse tables most relevant to a question or keywords.
 
     Args:
@@ -27,7 +27,7 @@ def search_tables(query: str, runtime: ToolRuntime) -> str:
 
 
 @tool
-def table_info(table: str, runtime: ToolRuntime) -> str:
+def table_info(table: str, runtime: ToolRuntime) -> str:  # noqa: D417  # runtime is injected
     """Columns, types, comments, time column and three preview rows of one table.
 
     Args:

@@ -20,7 +20,7 @@ class TodoInput(TypedDict):
 
 
 @tool
-def write_todos(todos: list[TodoInput], runtime: ToolRuntime) -> Command:
+def write_todos(todos: list[TodoInput], runtime: ToolRuntime) -> Command:  # noqa: D417  # runtime is injected
     """Write or update the analysis plan; items are merged by id.
 
     Args:
@@ -43,13 +43,15 @@ def write_todos(todos: list[TodoInput], runtime: ToolRuntime) -> Command:
     return Command(
         update={
             "todos": [dict(t) for t in todos],
-            "messages": [ToolMessage(f"plan updated: {summary}", tool_call_id=runtime.tool_call_id)],
+            "messages": [
+                ToolMessage(f"plan updated: {summary}", tool_call_id=runtime.tool_call_id)
+            ],
         }
     )
 
 
 @tool
-def think(reflection: str, runtime: ToolRuntime) -> Command:
+def think(reflection: str, runtime: ToolRuntime) -> Command:  # noqa: D417  # runtime is injected
     """Record a reflection: what the results show, what is missing, what to do next.
 
     Args:

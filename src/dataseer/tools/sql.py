@@ -51,7 +51,7 @@ def observation(record: SqlRecord) -> str:
 
 
 @tool
-def run_sql(sql: str, runtime: ToolRuntime, purpose: str = "", chart: str = "table") -> Command:
+def run_sql(sql: str, runtime: ToolRuntime, purpose: str = "", chart: str = "table") -> Command:  # noqa: D417  # runtime is injected
     """Run one read-only SQL query on the warehouse and return the rows.
 
     Args:
