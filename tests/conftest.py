@@ -23,7 +23,9 @@ PG_URL = os.environ.get(
 
 
 @pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+def _isolated_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """Keep every test away from the user's cache and real model keys."""
     home = tmp_path_factory.getbasetemp() / "dataseer-home"
     monkeypatch.setenv("DATASEER_HOME", str(home))
@@ -67,11 +69,11 @@ def pg_admin_url() -> str:
 
 
 def _with_database(url: str, dbname: str) -> str:
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    """The same server URL pointing at another database."""
+    from urllib.parse import urlsplit, urlunsplit
 
-    params = conninfo_to_dict(url)
-    params["dbname"] = dbname
-    return make_conninfo(**params)
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{dbname}"))
 
 
 @pytest.fixture(scope="session")

@@ -55,8 +55,7 @@ def clarification_for(spec: QuestionSpec) -> str:
             if zh
             else f"I could not find the game '{names}'. Which game do you mean?"
         )
-    missing = spec.missing()
-    if "period" in missing:
+    if spec.metrics and spec.period is None:
         return (
             "请问要看哪个时间段？例如：上个月、近7天、2026年8月。"
             if zh
@@ -66,13 +65,20 @@ def clarification_for(spec: QuestionSpec) -> str:
 
 
 def rule_route(spec: QuestionSpec, deep: bool) -> Route:
-    """The offline routing rules."""
+    """The offline routing rules.
+
+    Unknown game names are asked about first (guessing a game is worse than
+    asking); a question with no metric cannot be answered by a query, so it
+    gets the quick line's explanation; a metric with no period is asked about.
+    """
     if spec.intent in {"smalltalk", "definition"}:
         return "quick"
-    if clarification_for(spec):
+    if spec.unknown_mentions:
         return "clarify"
     if spec.intent == "unknown" or not spec.metrics:
-        return "analysis" if deep and spec.games else "quick"
+        return "quick"
+    if spec.period is None:
+        return "clarify"
     if deep or spec.intent in DEEP_INTENTS:
         return "analysis"
     return "lookup"
