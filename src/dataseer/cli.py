@@ -184,20 +184,22 @@ def serve_command(port: int, host: str, config: Path) -> list[str]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Run the LangGraph dev server on the project's langgraph.json, offline."""
-    env = {
-        **os.environ,
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        "LANGGRAPH_NO_VERSION_CHECK": "true",
-        "LANGSMITH_TRACING": "false",
-    }
+    """Run the LangGraph dev server on the project's langgraph.json, offline.
+
+    The server runs in ``DATASEER_HOME/server`` so that its state folder and
+    logs never land in the project folder.
+    """
+    from dataseer.server.devserver import QUIET_ENV, prepare_workdir
     from dataseer.services import get_services
 
-    get_services()  # build the sample warehouse before the server starts
-    command = serve_command(args.port, args.host, Path(args.config))
+    settings = Settings()
+    get_services(settings)  # build the sample warehouse before the server starts
+    workdir = settings.home / "server"
+    config = prepare_workdir(Path(args.config), workdir)
+    command = serve_command(args.port, args.host, config)
     _print("$ " + " ".join(command))
-    os.chdir(Path(args.config).parent)
-    os.execvpe(command[0], command, env)
+    os.chdir(workdir)
+    os.execvpe(command[0], command, {**os.environ, **QUIET_ENV})
     return 0  # pragma: no cover - exec does not return
 
 

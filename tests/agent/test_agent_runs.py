@@ -14,12 +14,12 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
-from support.scripted import ScriptedChatModel, text, tool_call
 
 from dataseer.config import Settings
 from dataseer.graph import build_graph
 from dataseer.middleware.base_analysis import BUDGET_TAG
 from dataseer.prompt import format_cell
+from support.scripted import ScriptedChatModel, text, tool_call
 
 REFERENCE = (
     "SELECT ROUND(SUM(revenue), 2) FROM dws_game_pay_di "

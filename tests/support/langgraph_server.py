@@ -18,7 +18,6 @@ server log goes to the same throwaway directory.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -29,19 +28,15 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
+
+from dataseer.server.devserver import QUIET_ENV, prepare_workdir
 
 __all__ = ["LanggraphDevError", "free_port", "start_langgraph_dev"]
 
 _FORBIDDEN_PORT = 2024
-_QUIET_ENV = {
-    "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-    "LANGGRAPH_NO_VERSION_CHECK": "true",
-    "LANGSMITH_TRACING": "false",
-    "LANGCHAIN_TRACING_V2": "false",
-}
+_QUIET_ENV = QUIET_ENV
 
 
 class LanggraphDevError(RuntimeError):
@@ -64,38 +59,6 @@ def _langgraph_executable() -> Path:
         msg = f"`langgraph` not found next to the interpreter at {path}; install langgraph-cli"
         raise FileNotFoundError(msg)
     return path
-
-
-def _absolute_spec(spec: str, base: Path) -> str:
-    """Make ``./file.py:var`` absolute; leave module specs (``pkg.mod:var``) alone."""
-    path, sep, variable = spec.partition(":")
-    if "/" not in path or Path(path).is_absolute():
-        return spec
-    return f"{(base / path).resolve()}{sep}{variable}"
-
-
-def _absolute_config(config: dict[str, Any], base: Path) -> dict[str, Any]:
-    """A copy of ``langgraph.json`` that does not depend on the working directory."""
-    out = json.loads(json.dumps(config))
-    out["dependencies"] = [
-        str((base / dep).resolve()) if dep.startswith(".") or "/" in dep else dep
-        for dep in out.get("dependencies", [])
-    ]
-    graphs = out.get("graphs", {})
-    for key, value in graphs.items():
-        if isinstance(value, str):
-            graphs[key] = _absolute_spec(value, base)
-        elif isinstance(value, dict) and isinstance(value.get("path"), str):
-            value["path"] = _absolute_spec(value["path"], base)
-    if isinstance(out.get("env"), str):
-        out["env"] = str((base / out["env"]).resolve())
-    http = out.get("http")
-    if isinstance(http, dict) and isinstance(http.get("app"), str):
-        http["app"] = _absolute_spec(http["app"], base)
-    auth = out.get("auth")
-    if isinstance(auth, dict) and isinstance(auth.get("path"), str):
-        auth["path"] = _absolute_spec(auth["path"], base)
-    return out
 
 
 def _tail(log_path: Path, lines: int = 60) -> str:
@@ -180,9 +143,7 @@ def start_langgraph_dev(
     executable = _langgraph_executable()
     workdir = Path(tempfile.mkdtemp(prefix="langgraph-dev-"))
     if isolate_state:
-        raw = json.loads(config_path.read_text(encoding="utf-8"))
-        run_config = workdir / "langgraph.json"
-        run_config.write_text(json.dumps(_absolute_config(raw, project_dir), indent=2))
+        run_config = prepare_workdir(config_path, workdir)
         cwd = workdir
     else:
         run_config = config_path

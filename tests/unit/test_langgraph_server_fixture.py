@@ -11,7 +11,8 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from support.langgraph_server import _absolute_config, free_port, start_langgraph_dev
+from dataseer.server.devserver import absolute_config as _absolute_config
+from support.langgraph_server import free_port, start_langgraph_dev
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 

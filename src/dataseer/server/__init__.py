@@ -1,0 +1,1 @@
+"""Serving dataseer: the LangGraph dev server wrapper (auth and routes come later)."""
