@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from datetime import date
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,25 @@ class Settings(BaseSettings):
         return specific or self.model
 
 
+def env_settings() -> Settings:
+    """Settings from the environment, parsed once per distinct environment.
+
+    Parsing costs about a millisecond, and every agent loop asks for settings;
+    keying the cache on the ``DATASEER_*`` variables keeps it correct when the
+    environment changes (tests, reloads).
+    """
+    key = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)))
+    return _settings_for(key)
+
+
+_ENV_PREFIXES = ("DATASEER_", "XDG_CACHE_HOME", "HOME")
+
+
+@lru_cache(maxsize=16)
+def _settings_for(key: tuple[tuple[str, str], ...]) -> Settings:
+    return Settings()
+
+
 def get_settings(config: Mapping[str, Any] | None = None) -> Settings:
     """Settings for one run: environment first, then per-run overrides.
 
@@ -121,7 +141,7 @@ def get_settings(config: Mapping[str, Any] | None = None) -> Settings:
         config: a LangGraph ``RunnableConfig`` (or ``None``); only keys in
             ``RUN_OVERRIDABLE`` under ``configurable`` are applied.
     """
-    settings = Settings()
+    settings = env_settings()
     configurable = (config or {}).get("configurable") or {}
     overrides = {k: v for k, v in configurable.items() if k in RUN_OVERRIDABLE and v is not None}
     if "today" in overrides and isinstance(overrides["today"], str):
