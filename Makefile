@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 Q ?= 星海远征上个月流水多少？
 PORT ?= 8123
 
-.PHONY: install run serve test lint format typecheck bench clean
+.PHONY: install run serve test lint format typecheck bench snapshots clean
 
 $(BIN)/dataseer: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -24,6 +24,7 @@ serve: install
 test: install
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
+	$(BIN)/dataseer skills lint
 	$(BIN)/pytest -q
 
 lint: install
@@ -34,6 +35,9 @@ lint: install
 format: install
 	$(BIN)/ruff format src tests bench
 	$(BIN)/ruff check --fix src tests bench
+
+snapshots: install
+	UPDATE_SNAPSHOTS=1 $(BIN)/pytest -q tests/unit/test_prompt_snapshot.py
 
 bench: install
 	$(BIN)/python bench/run_all.py

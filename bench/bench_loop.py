@@ -108,6 +108,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer runs")
     parser.add_argument("--loops", type=int, default=8, help="think calls per run (< 10, budget)")
     parser.add_argument("--runs", type=int, help="measured runs per agent (default 60, quick 15)")
+    parser.add_argument(
+        "--records", type=int, default=30, help="SQL records already in state (default 30)"
+    )
     args = parser.parse_args()
     if not 1 <= args.loops < 10:
         parser.error("--loops must be within 1..9: the analysis line's base budget is 10 steps")
@@ -117,7 +120,7 @@ def main() -> None:
         use_env(bench_env(Path(tmp) / "home", 0.05))
         from dataseer.lines.agents import build_line
         from dataseer.services import get_services, reset_services
-        from dataseer.tools import think
+        from dataseer.tools.plan import think
 
         start = time.perf_counter()
         get_services()
@@ -127,7 +130,28 @@ def main() -> None:
         plain = create_agent(model, [think], state_schema=ThinkState, name="plain")
         line = build_line("analysis", model)
         plain_in = {"messages": [HumanMessage(QUESTION)]}
-        line_in = {"messages": [HumanMessage(QUESTION)], "question": QUESTION, "turn": 1}
+        records = [
+            {
+                "task_id": i,
+                "turn": 0,
+                "purpose": f"earlier query {i}",
+                "sql": f"SELECT {i} AS n",
+                "ok": True,
+                "error": None,
+                "columns": ["day", "revenue"],
+                "rows": [[f"2026-08-{d:02d}", 1000.0 + d * i] for d in range(1, 16)],
+                "row_count": 15,
+                "truncated": False,
+                "elapsed": 0.001,
+            }
+            for i in range(1, args.records + 1)
+        ]
+        line_in = {
+            "messages": [HumanMessage(QUESTION)],
+            "question": QUESTION,
+            "turn": 1,
+            "sql_history": records,
+        }
 
         for _ in range(3):
             one_run(plain, model, plain_in)
@@ -144,7 +168,8 @@ def main() -> None:
     base, ours = Stats.of(samples["plain"]), Stats.of(samples["line"])
     base_fixed, ours_fixed = Stats.of(fixed["plain"]), Stats.of(fixed["line"])
     print(
-        f"bench_loop: {args.loops} think loops per run, {runs} runs per agent "
+        f"bench_loop: {args.loops} think loops per run, {runs} runs per agent, "
+        f"{args.records} SQL records in the line's state "
         f"(+3 warm-up), instant scripted model; services loaded in {services_s:.2f} s"
     )
     print_table(

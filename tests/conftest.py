@@ -22,18 +22,33 @@ PG_URL = os.environ.get(
 )
 
 
-@pytest.fixture(autouse=True)
-def _isolated_env(
-    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    """Keep every test away from the user's cache and real model keys."""
-    home = tmp_path_factory.getbasetemp() / "dataseer-home"
+def _isolate(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
     monkeypatch.setenv("DATASEER_HOME", str(home))
     monkeypatch.setenv("DATASEER_TODAY", TODAY.isoformat())
     monkeypatch.setenv("DATASEER_SAMPLE_SCALE", str(TEST_SCALE))
     for key in ("DATASEER_MODEL", "DATASEER_BASE_URL", "DATASEER_API_KEY", "DATASEER_DATABASE_URL"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("LANGSMITH_TRACING", "false")
+    monkeypatch.setenv("DATASEER_DEV_USER", "admin")  # an identity: the SQL guard lets tests read
+    for key in ("DATASEER_USER", "DATASEER_PERMISSIONS", "DATASEER_AUDIT_URL"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.delenv("DATASEER_GUARD_MODE", raising=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The same isolation for session- and module-scoped fixtures, set up before them."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _isolate(monkeypatch, tmp_path_factory.getbasetemp() / "dataseer-home")
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Keep every test away from the user's cache and real model keys (restored after each test)."""
+    _isolate(monkeypatch, tmp_path_factory.getbasetemp() / "dataseer-home")
 
 
 @pytest.fixture(scope="session")

@@ -68,6 +68,9 @@ class _Printer:
             _print(f"▸ {phase}")
 
     def custom(self, event: dict[str, Any]) -> None:
+        if event.get("type") in {"chart", "python"}:
+            self._artifact(event)
+            return
         if event.get("type") != "sql":
             return
         self.set_phase("执行 / executing")
@@ -80,6 +83,19 @@ class _Printer:
             _print(markdown_table(event.get("columns") or [], event.get("rows") or [], max_rows=20))
         else:
             _print(f"  error: {event.get('error')}")
+
+    def _artifact(self, event: dict[str, Any]) -> None:
+        """Python runs and the figures they drew (saved as PNG under DATASEER_HOME)."""
+        self.set_phase("执行 / executing")
+        if event.get("type") == "chart":
+            _print(f"  📈 figure / 图表: {event.get('path')}")
+            return
+        mark = "✓" if event.get("ok") else "✗"
+        _print(f"\n{mark} [python] ({event.get('elapsed', 0.0):.3f}s)")
+        _print(f"```python\n{event.get('code')}\n```")
+        for key in ("stdout", "value", "error"):
+            if event.get(key):
+                _print(f"  {key}: {str(event[key])[:1500]}")
 
     def update(self, node: str, data: Any) -> None:
         if node == "route" and isinstance(data, dict) and data.get("route"):
@@ -98,6 +114,15 @@ def _stream(graph: Any, payload: Any, config: RunnableConfig, printer: _Printer)
                 printer.update(node, update)
 
 
+def cli_user(flag: str | None, settings: Settings) -> str:
+    """Who ``dataseer ask`` acts for: ``--user``, else ``DATASEER_USER``, else the dev user.
+
+    The local CLI runs with the rights of whoever can read the warehouse file,
+    so it falls back to ``admin``; a server never does (no identity, no data).
+    """
+    return flag or os.environ.get("DATASEER_USER") or settings.dev_user or "admin"
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     """Answer one question (or a clarification reply) on a thread."""
     from langchain_core.messages import HumanMessage
@@ -110,7 +135,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"today": date.fromisoformat(args.today)})
         os.environ["DATASEER_TODAY"] = args.today
     thread = args.thread or uuid.uuid4().hex[:12]
-    config: RunnableConfig = {"configurable": {"thread_id": thread}, "recursion_limit": 200}
+    config: RunnableConfig = {
+        "configurable": {"thread_id": thread, "user_id": cli_user(args.user, settings)},
+        "recursion_limit": 200,
+    }
     printer = _Printer()
     with open_checkpointer(settings) as saver:
         graph = build_graph(settings=settings, checkpointer=saver)
@@ -135,8 +163,37 @@ def cmd_ask(args: argparse.Namespace) -> int:
         state = graph.get_state(config).values
     _print("\n" + "─" * 60)
     _print(str(state.get("summary") or state.get("answer") or ""))
+    if args.stats:
+        turn = int(state.get("turn") or 0)
+        _print("\n" + loop_stats([e for e in state.get("loops") or [] if e.get("turn") == turn]))
     _print(f"\n(thread {thread} · {time.perf_counter() - printer.started:.2f}s)")
     return 0
+
+
+def loop_stats(entries: list[dict[str, Any]]) -> str:
+    """Per loop: prompt tokens, tools called, time split into model/SQL/sandbox/framework."""
+    models = sorted((e for e in entries if e.get("kind") == "model"), key=lambda e: e["at"])
+    tools = [e for e in entries if e.get("kind") != "model"]
+    end = max((e["at"] + e["seconds"] for e in entries), default=0.0)
+    rows = []
+    for i, model in enumerate(models):
+        stop = models[i + 1]["at"] if i + 1 < len(models) else end
+        inside = [t for t in tools if model["at"] <= t["at"] < stop]
+        sql = sum(t["seconds"] for t in inside if t["kind"] == "sql")
+        sandbox = sum(t["seconds"] for t in inside if t["kind"] == "sandbox")
+        other = sum(t["seconds"] for t in inside if t["kind"] == "tool")
+        framework = max(0.0, stop - model["at"] - model["seconds"] - sql - sandbox - other)
+        rows.append([
+            i + 1,
+            model.get("prompt_tokens", 0),
+            ", ".join(model.get("tools") or []) or "(answer)",
+            f"{model['seconds'] * 1000:.1f}",
+            f"{sql * 1000:.1f}",
+            f"{sandbox * 1000:.1f}",
+            f"{(other + framework) * 1000:.1f}",
+        ])
+    columns = ["loop", "prompt tokens", "tools", "model ms", "SQL ms", "sandbox ms", "framework ms"]
+    return markdown_table(columns, rows)
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
@@ -156,6 +213,14 @@ def cmd_sample(args: argparse.Namespace) -> int:
     if args.end_date:
         kwargs["end_date"] = date.fromisoformat(args.end_date)
     build_sample(out, **kwargs)
+    if args.catalog_size:
+        from dataseer.knowledge.catalog import add_catalog, eval_path
+
+        questions = add_catalog(out, args.catalog_size, seed=args.seed)
+        _print(
+            f"added a {args.catalog_size}+ table catalog; {len(questions)} evaluation "
+            f"questions in {eval_path(out)}"
+        )
     _print(
         f"built {out} ({out.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - started:.1f}s"
     )
@@ -163,6 +228,22 @@ def cmd_sample(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         load_to_postgres(out, args.to)
         _print(f"loaded into PostgreSQL in {time.perf_counter() - started:.1f}s")
+    return 0
+
+
+def cmd_skills_lint(args: argparse.Namespace) -> int:
+    """Check the skills folder; exit 1 when any skill has a problem (CI runs this)."""
+    from dataseer.knowledge.skills import lint_skills
+
+    folder = Path(args.dir) if args.dir else Settings().resolved_prompts_dir / "skills"
+    problems = lint_skills(folder)
+    for problem in problems:
+        _print(f"✗ {problem}")
+    if problems:
+        _print(f"{len(problems)} problem(s) in {folder}")
+        return 1
+    count = len(list(folder.glob("*/SKILL.md")))
+    _print(f"✓ {count} skills OK in {folder}")
     return 0
 
 
@@ -219,6 +300,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     tables = services.datasource.list_tables()
     _print(f"tables:     {len(tables)} ({services.datasource.dialect})")
     _print(f"knowledge:  {len(services.pack.metrics)} metrics, {len(services.pack.games)} games")
+    from dataseer.sandbox import detect_mechanism
+
+    _print(f"sandbox:    {detect_mechanism(settings.sandbox_mechanism).describe()}")
     return 0
 
 
@@ -231,6 +315,12 @@ def parser() -> argparse.ArgumentParser:
     ask.add_argument("--deep", action="store_true", help="force the analysis line")
     ask.add_argument("--thread", help="continue this thread (a follow-up or a clarification reply)")
     ask.add_argument("--today", help="anchor date for relative periods (YYYY-MM-DD)")
+    ask.add_argument(
+        "--user",
+        help="act as this user of the permission store "
+        "(default: $DATASEER_USER, else $DATASEER_DEV_USER, else admin)",
+    )
+    ask.add_argument("--stats", action="store_true", help="print per-loop tokens, tools and time")
     ask.set_defaults(func=cmd_ask)
     sample = sub.add_parser("sample", help="build the sample DuckDB warehouse")
     sample.add_argument("--scale", type=float)
@@ -238,7 +328,18 @@ def parser() -> argparse.ArgumentParser:
     sample.add_argument("--seed", type=int, default=7)
     sample.add_argument("--end-date")
     sample.add_argument("--to", help="also load it into this postgresql:// URL")
+    sample.add_argument(
+        "--catalog-size",
+        type=int,
+        default=0,
+        help="also add a synthetic catalog of this many tables (ods/dwd/dws/ads/dim)",
+    )
     sample.set_defaults(func=cmd_sample)
+    skills = sub.add_parser("skills", help="manage Markdown skills")
+    skills_sub = skills.add_subparsers(dest="skills_command", required=True)
+    lint = skills_sub.add_parser("lint", help="check every prompts/skills/*/SKILL.md")
+    lint.add_argument("--dir", help="skills folder (default: <prompts>/skills)")
+    lint.set_defaults(func=cmd_skills_lint)
     serve = sub.add_parser("serve", help="run the LangGraph API server (langgraph dev)")
     serve.add_argument("--port", type=int, default=8123)
     serve.add_argument("--host", default="127.0.0.1")

@@ -30,6 +30,14 @@ class SqlRecord(TypedDict):
     truncated: bool
     elapsed: float
     chart: NotRequired[str]
+    frame: NotRequired[str]
+    """The result's variable name in the datalayer (``df_3_monthly_revenue``), for run_python."""
+    frame_path: NotRequired[str]
+    """The Arrow IPC file holding the result's rows (the data stays on disk, not in state)."""
+    summary: NotRequired[str]
+    one_line: NotRequired[str]
+    sql_compact: NotRequired[str]
+    retryable: NotRequired[bool]
 
 
 class Todo(TypedDict):
@@ -74,6 +82,21 @@ def merge_todos(left: list[Todo] | None, right: list[Todo] | None) -> list[Todo]
     return merged
 
 
+def merge_loops(
+    left: list[dict[str, Any]] | None, right: list[dict[str, Any]] | None
+) -> list[dict[str, Any]]:
+    """Append usage entries, skipping ids already present (subgraph hand-backs)."""
+    merged = list(left or [])
+    seen = {entry.get("id") for entry in merged}
+    merged.extend(e for e in right or [] if e.get("id") not in seen)
+    return merged
+
+
+def merge_tables(left: dict[str, str] | None, right: dict[str, str] | None) -> dict[str, str]:
+    """Later schema text for a table replaces earlier text."""
+    return {**(left or {}), **(right or {})}
+
+
 class DataseerState(TypedDict):
     """The router graph's state: one thread, many questions (turns)."""
 
@@ -91,6 +114,12 @@ class DataseerState(TypedDict):
     sql_history: NotRequired[Annotated[list[SqlRecord], merge_sql_history]]
     todos: NotRequired[Annotated[list[Todo], merge_todos]]
     reflection: NotRequired[str | None]
+    scene: NotRequired[str | None]
+    """The scene of the current question (``configurable.scene`` or detected by the router)."""
+    tables_info: NotRequired[Annotated[dict[str, str], merge_tables]]
+    loops: NotRequired[Annotated[list[dict[str, Any]], merge_loops]]
+    usage: NotRequired[dict[str, Any]]
+    """Token and time totals of the latest question, per node, tool and skill."""
     answer: NotRequired[str]
     summary: NotRequired[str]
 

@@ -70,7 +70,7 @@ def test_failed_sql_is_corrected_from_the_observation(
     third = model.requests[2]
     failure = [m for m in third if isinstance(m, ToolMessage) and m.status == "error"]
     assert failure and "revenu" in str(failure[0].content)
-    assert "<sql_history>" in _system(third) and "✗" in _system(third)
+    assert "\n<sql_history>\n" in _system(third) and "✗" in _system(third)
     # the answer carries both queries, the exact rows and then the summary
     answer = state["messages"][-1].content
     assert answer.index("```sql\n" + bad) < answer.index("```sql\n" + good) < answer.index("结论")
@@ -94,9 +94,9 @@ def test_prompt_is_rebuilt_from_state_every_loop(sample_path: Path) -> None:
     assert len(prompts) == 3
     assert all("<question_context>" in p and "<resolved_question>" in p for p in prompts)
     assert all('"games":[1002]' in p and '"metrics":["dau"]' in p for p in prompts)
-    assert "<sql_history>" not in prompts[0]
-    assert "[task 1]" in prompts[1] and "[task 2]" not in prompts[1]
-    assert "[task 1]" in prompts[2] and "[task 2]" in prompts[2]
+    assert "\n<sql_history>\n" not in prompts[0]
+    assert "[task 1 · turn 1]" in prompts[1] and "[task 2 · turn 1]" not in prompts[1]
+    assert "[task 1 · turn 1]" in prompts[2] and "[task 2 · turn 1]" in prompts[2]
     # every request keeps each tool call paired with its result
     for request in model.requests:
         calls = {c["id"] for m in request if isinstance(m, AIMessage) for c in m.tool_calls}

@@ -12,7 +12,8 @@ from dataseer.knowledge.pack import KnowledgePack
 from dataseer.knowledge.understand import understand
 from dataseer.lines.agents import build_line, middleware_stack
 from dataseer.middleware import BaseAnalysisMiddleware, MessageCleanupMiddleware
-from dataseer.middleware.base_analysis import BaseAnalysisError, render_sql_history, steps_taken
+from dataseer.middleware.base_analysis import BaseAnalysisError, steps_taken
+from dataseer.middleware.sql_history import render_tiers
 from dataseer.middleware.message_cleanup import removable_ids
 from dataseer.models.offline import OfflineAnalyst
 
@@ -50,6 +51,8 @@ def test_cleanup_removes_answered_calls_with_their_results() -> None:
     ]
     messages[1].id, messages[3].id = "m1", "m2"
     assert removable_ids(messages) == ["m1", "t1", "m2", "t2"]
+    assert removable_ids(messages, keep_latest=True) == ["m1", "t1"]
+    assert removable_ids(messages, only={"think"}) == []
     update = MessageCleanupMiddleware().after_agent({"messages": messages}, None)  # type: ignore[arg-type]
     assert update is not None
     assert all(isinstance(m, RemoveMessage) for m in update["messages"])
@@ -84,14 +87,6 @@ def test_invalid_budget_is_refused_with_a_named_message() -> None:
         BaseAnalysisMiddleware("analysis", base_steps=5, max_steps=2)
 
 
-def test_sql_history_tiers_show_recent_results_in_full() -> None:
-    text = render_sql_history([_record(i) for i in range(1, 6)] + [_record(6, ok=False)])
-    blocks = text.split("\n\n")
-    assert blocks[0] == "[task 1] ✓ purpose 1 · 1 rows"
-    assert "```sql\nSELECT 4" in text and "```sql\nSELECT 3" not in text
-    assert "error: boom" in text
-
-
 def test_prompt_partitions_from_state(sample_path: Path) -> None:
     settings = get_settings()
     spec = understand("为什么星海远征8月流水暴涨？", KnowledgePack.load(), settings.resolved_today)
@@ -108,7 +103,7 @@ def test_prompt_partitions_from_state(sample_path: Path) -> None:
         "sql_history": [{**_record(1), "turn": 1}, {**_record(2), "turn": 2}],
         "reflection": "皮肤增长最多",
     }
-    prompt = BaseAnalysisMiddleware("analysis").build_prompt(state, None)
+    prompt = middleware_stack("analysis")[0].build_prompt(state, None)
     order = [
         "<question_context>",
         "<game_info>",
@@ -117,18 +112,42 @@ def test_prompt_partitions_from_state(sample_path: Path) -> None:
         "<sql_history>",
         "<recent_reflection>",
     ]
-    positions = [prompt.index(tag) for tag in order]
+    positions = [prompt.index(f"\n{tag}\n") for tag in order]
     assert positions == sorted(positions)
     assert prompt.startswith("你是 dataseer")
     assert "|1001|星海远征|" in prompt
     assert "- [in_progress] t1: 确认变化" in prompt
-    assert "[task 2]" in prompt and "[task 1]" not in prompt  # only this turn's queries
+    assert "[task 2 · turn 2] ✓ purpose 2" in prompt and "[task 1 · turn 1]" in prompt
+    assert "<recent_reflection>\n皮肤增长最多\n</recent_reflection>" in prompt
     assert "earlier questions: 星海远征上个月流水" in prompt
 
 
-def test_onion_order_is_prompt_outermost_cleanup_innermost() -> None:
-    stack = middleware_stack("analysis")
-    assert [type(m) for m in stack] == [BaseAnalysisMiddleware, MessageCleanupMiddleware]
-    graph = build_line("lookup", OfflineAnalyst())
+def test_onion_order_is_documented_and_asserted() -> None:
+    names = [type(m).__name__ for m in middleware_stack("analysis")]
+    assert names == [
+        "BaseAnalysisMiddleware",
+        "UsageMiddleware",
+        "VerifyMiddleware",
+        "TodoMiddleware",
+        "SqlHistoryMiddleware",
+        "TableInfoMiddleware",
+        "ThinkMiddleware",
+        "NotebookMiddleware",
+        "SqlGuardMiddleware",
+        "MessageCleanupMiddleware",
+    ]
+    lookup = [type(m).__name__ for m in middleware_stack("lookup")]
+    assert lookup[0] == "BaseAnalysisMiddleware" and lookup[-1] == "MessageCleanupMiddleware"
+    assert "TodoMiddleware" not in lookup and "ThinkMiddleware" not in lookup
+    base = middleware_stack("analysis")[0]
+    assert [p.partition for p in base.providers] == [
+        "verification",
+        "todo_state",
+        "sql_history",
+        "tables_info",
+        "recent_reflection",
+        "notebook",
+    ]
+    graph = build_line("analysis", OfflineAnalyst())
     nodes = set(graph.get_graph().nodes)
     assert {"model", "tools", "MessageCleanupMiddleware.after_agent"} <= nodes

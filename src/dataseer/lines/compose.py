@@ -1,4 +1,4 @@
-"""Compose the user-facing answer: the exact SQL and rows first, then the summary.
+"""Compose the user-facing answer: the exact SQL and rows, and the summary.
 
 The model writes only the analysis. The SQL it ran and the result tables are
 attached here from ``sql_history``, verbatim, so an answer can never show a
@@ -11,6 +11,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, RemoveMessage
 
+from dataseer.lines.report import START, render_html_report, repair_report, wants_report
+from dataseer.middleware.usage import summarize_usage
+from dataseer.observe import phase
 from dataseer.prompt import markdown_table
 from dataseer.state import DataseerState, SqlRecord
 
@@ -36,11 +39,18 @@ def render_record(index: int, record: SqlRecord, zh: bool) -> str:
     return "\n\n".join(parts)
 
 
-def compose_answer(records: list[SqlRecord], summary: str, zh: bool) -> str:
-    """The full answer text for one turn."""
+def compose_answer(records: list[SqlRecord], summary: str, zh: bool, *, findings_first: bool) -> str:
+    """The full answer text for one turn.
+
+    Lookups show the query and its rows, then the one-line answer; analyses
+    lead with the findings, then every query that backs them.
+    """
     if not records:
         return summary
     blocks = [render_record(i, r, zh) for i, r in enumerate(records, start=1)]
+    if findings_first:
+        heading = "### 查询明细" if zh else "### Queries"
+        return "\n\n".join([summary.strip(), heading, *blocks])
     heading = "### 结论" if zh else "### Answer"
     return "\n\n".join([*blocks, heading, summary.strip()])
 
@@ -54,11 +64,30 @@ def compose_node(state: DataseerState) -> dict[str, Any]:
     summary = str(last.content) if isinstance(last, AIMessage) else ""
     spec = state.get("spec") or {}
     zh = spec.get("language", "zh") == "zh"
-    answer = compose_answer(records, summary, zh)
-    update: dict[str, Any] = {"answer": answer, "summary": summary, "deep": False}
+    summary, repaired = repair_report(summary)
+    if repaired:
+        summary += "\n\n⚠ " + (
+            "报告在生成时被截断，已自动补全结构，内容可能不完整。"
+            if zh
+            else "The report was cut off while it was written; its structure was closed "
+            "automatically and its content may be incomplete."
+        )
+    analysis = state.get("route") == "analysis"
+    question = str(state.get("question") or "")
+    if analysis and records and START not in summary and wants_report(question):
+        summary += "\n\n" + render_html_report(question, summary, records)
+    answer = compose_answer(records, summary, zh, findings_first=analysis)
+    loops = [e for e in state.get("loops") or [] if e.get("turn") == turn]
+    update: dict[str, Any] = {
+        "answer": answer,
+        "summary": summary,
+        "deep": False,
+        "usage": summarize_usage(loops),
+    }
     new_message = AIMessage(answer, name="dataseer")
     if isinstance(last, AIMessage) and last.id:
         update["messages"] = [RemoveMessage(id=last.id), new_message]
     else:
         update["messages"] = [new_message]
+    phase("done")
     return update

@@ -8,7 +8,7 @@ a run, so providers can cache its prefix.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware.types import (
@@ -20,16 +20,31 @@ from langchain.agents.middleware.types import (
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.config import get_config
 
+from dataseer.knowledge.research import ops_events_digest
 from dataseer.knowledge.resolved import resolved_json
+from dataseer.knowledge.scenes import scene_knowledge
+from dataseer.knowledge.skills import skill_book
 from dataseer.knowledge.understand import QuestionSpec
-from dataseer.prompt import join_partitions, load_prompt, markdown_table, partition
+from dataseer.observe import phase
+from dataseer.middleware._partitions import PartitionProvider
+from dataseer.prompt import BUDGET_TAG, join_partitions, load_prompt, markdown_table, partition
 from dataseer.services import services_for
-from dataseer.state import SqlRecord, Todo, merge_sql_history, merge_todos
 
-FULL_RESULTS = 3
-"""The most recent queries shown with their result tables; older ones as one line."""
+PARTITION_ORDER = (
+    "question_context",
+    "game_info",
+    "metric_rules",
+    "tables_info",
+    "todo_state",
+    "sql_history",
+    "recent_reflection",
+    "ops_events",
+    "scene_knowledge",
+    "notebook",
+    "verification",
+)
+"""Static knowledge first (cache-friendly), fast-changing state last."""
 
-BUDGET_TAG = "budget_exhausted"
 
 
 class BaseAnalysisState(AgentState[Any]):
@@ -38,9 +53,35 @@ class BaseAnalysisState(AgentState[Any]):
     question: NotRequired[str]
     spec: NotRequired[dict[str, Any] | None]
     turn: NotRequired[int]
-    sql_history: NotRequired[Annotated[list[SqlRecord], merge_sql_history]]
-    todos: NotRequired[Annotated[list[Todo], merge_todos]]
-    reflection: NotRequired[str | None]
+    scene: NotRequired[str | None]
+
+
+def _scene(state: Mapping[str, Any], config: Mapping[str, Any] | None) -> str | None:
+    """The run's scene: ``configurable.scene`` wins over the router's detection."""
+    configured = ((config or {}).get("configurable") or {}).get("scene")
+    return str(configured) if configured else state.get("scene")
+
+
+def _skills_listing(settings: Any) -> str:
+    book = skill_book(
+        settings.resolved_prompts_dir, settings.skills_enabled, settings.skills_disabled
+    )
+    listing = book.listing()
+    if not listing:
+        return ""
+    return (
+        "Skills you can load with `load_skill(name)` when one fits the question; "
+        "then follow its steps. / 合适时用 load_skill 加载技能并按步骤执行。\n" + listing
+    )
+
+
+def _ops_events(services: Any, spec: QuestionSpec | None) -> str:
+    if spec is None or spec.period is None:
+        return ""
+    start, end = spec.period.start, spec.period.end
+    if spec.compare_to is not None:
+        start, end = min(start, spec.compare_to.start), max(end, spec.compare_to.end)
+    return ops_events_digest(services.datasource, [g.id for g in spec.games], start, end)
 
 
 class BaseAnalysisError(ValueError):
@@ -76,6 +117,7 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
         base_steps: int = 8,
         per_todo: int = 2,
         max_steps: int = 30,
+        providers: Sequence[PartitionProvider] = (),
     ) -> None:
         super().__init__()
         if base_steps < 1 or per_todo < 0 or max_steps < base_steps:
@@ -85,6 +127,7 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
             )
             raise BaseAnalysisError(msg)
         self.line = line
+        self.providers = list(providers)
         self.base_steps = base_steps
         self.per_todo = per_todo
         self.max_steps = max_steps
@@ -95,29 +138,46 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
         return min(self.max_steps, self.base_steps + self.per_todo * open_todos)
 
     def build_prompt(self, state: dict[str, Any], config: Mapping[str, Any] | None) -> str:
-        """The whole system prompt for one loop, from state alone."""
+        """The whole system prompt for one loop, from state alone.
+
+        Partitions come in a fixed order, static knowledge first and the
+        fast-changing state last; middlewares that own a slice of state
+        render their own partition (``PartitionProvider``).
+        """
         services = services_for(config)
         head = load_prompt(f"{self.line}/system", services.settings.resolved_prompts_dir)
+        if self.line == "analysis":
+            python_guide = load_prompt("analysis/python", services.settings.resolved_prompts_dir)
+            head = f"{head}\n\n{python_guide}"
         spec_data = state.get("spec")
         spec = QuestionSpec.from_dict(spec_data) if spec_data else None
-        turn = int(state.get("turn") or 0)
-        history = [r for r in state.get("sql_history") or [] if r.get("turn") == turn]
-        parts = [
-            head,
-            partition("question_context", self._question_context(state, spec, services)),
-            partition("game_info", self._game_info(spec)),
-            partition("metric_rules", self._metric_rules(spec)),
-            partition("todo_state", self._todo_state(state.get("todos") or [])),
-            partition("sql_history", render_sql_history(history)),
-            partition("recent_reflection", state.get("reflection") or ""),
-        ]
-        return join_partitions(parts)
+        if self.line == "analysis":
+            head = join_partitions([head, partition("skills", _skills_listing(services.settings))])
+        own = {
+            "question_context": self._question_context(state, spec, services),
+            "game_info": self._game_info(spec),
+            "metric_rules": self._metric_rules(spec),
+            "ops_events": _ops_events(services, spec),
+            "scene_knowledge": scene_knowledge(
+                _scene(state, config), services.settings.resolved_prompts_dir
+            ),
+        }
+        for provider in self.providers:
+            own[provider.partition] = provider.render(state)
+        if self.line == "analysis":
+            from dataseer.tools.python import frames_partition
+
+            own["frames"] = frames_partition(state.get("sql_history") or [])
+        ordered = [tag for tag in PARTITION_ORDER if tag in own]
+        ordered += [tag for tag in own if tag not in PARTITION_ORDER]
+        return join_partitions([head, *(partition(tag, own[tag]) for tag in ordered)])
 
     def _question_context(
         self, state: dict[str, Any], spec: QuestionSpec | None, services: Any
     ) -> str:
         lines = [
             f"line: {self.line}",
+            f"turn: {int(state.get('turn') or 0)}",
             f"question: {state.get('question', '')}",
             f"today: {services.settings.resolved_today}",
         ]
@@ -145,10 +205,6 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
         ]
         return markdown_table(["metric", "name", "formula", "table", "time", "dimensions"], rows)
 
-    @staticmethod
-    def _todo_state(todos: list[Todo]) -> str:
-        return "\n".join(f"- [{t['status']}] {t['id']}: {t['content']}" for t in todos)
-
     def _request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         state = dict(request.state)
         prompt = self.build_prompt(state, get_config())
@@ -167,13 +223,25 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
             )
         return request.override(system_message=SystemMessage(prompt))
 
+    @staticmethod
+    def _mark_phase(request: ModelRequest[Any]) -> None:
+        phase("planning" if steps_taken(request.messages) == 0 else "execution")
+
+    @staticmethod
+    def _mark_reporting(response: ModelResponse[Any]) -> None:
+        if not any(isinstance(m, AIMessage) and m.tool_calls for m in response.result):
+            phase("reporting")
+
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any]:
-        """Replace the system prompt with one rebuilt from state."""
-        return handler(self._request(request))
+        """Replace the system prompt with one rebuilt from state; mark the phase."""
+        self._mark_phase(request)
+        response = handler(self._request(request))
+        self._mark_reporting(response)
+        return response
 
     async def awrap_model_call(
         self,
@@ -181,25 +249,7 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
         """Async twin of ``wrap_model_call``."""
-        return await handler(self._request(request))
-
-
-def render_sql_history(records: list[SqlRecord]) -> str:
-    """This turn's queries: the latest few with rows, older ones as one line."""
-    out: list[str] = []
-    for i, rec in enumerate(records):
-        recent = i >= len(records) - FULL_RESULTS
-        status = "✓" if rec["ok"] else "✗"
-        line = (
-            f"[task {rec['task_id']}] {status} {rec.get('purpose') or ''} · {rec['row_count']} rows"
-        )
-        if not recent:
-            out.append(line)
-            continue
-        body = f"```sql\n{rec['sql']}\n```"
-        if rec["ok"]:
-            body += "\n" + markdown_table(rec["columns"], rec["rows"], max_rows=15)
-        else:
-            body += f"\nerror: {rec.get('error')}"
-        out.append(f"{line}\n{body}")
-    return "\n\n".join(out)
+        self._mark_phase(request)
+        response = await handler(self._request(request))
+        self._mark_reporting(response)
+        return response

@@ -26,6 +26,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from dataseer.knowledge.understand import QuestionSpec
 from dataseer.models.narrate import narrate, unresolved_reply
 from dataseer.models.offline_plan import PlannedQuery, plan_queries
+from dataseer.prompt import BUDGET_TAG
 
 _RESOLVED = re.compile(r"<resolved_question>(.*?)</resolved_question>", re.S)
 _LINE = re.compile(r"^line: (\w+)", re.M)
@@ -76,48 +77,104 @@ class OfflineAnalyst(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     def decide(self, messages: list[BaseMessage]) -> AIMessage:
-        """The next step of the run, from the prompt and this run's tool results."""
+        """The next step, from the rebuilt prompt and the tool results still in view.
+
+        Progress is read from state as the prompt shows it (``<todo_state>``,
+        this turn's ``<sql_history>``), because older tool messages leave the
+        message list once their content lives in state.
+        """
         system = next((str(m.content) for m in messages if isinstance(m, SystemMessage)), "")
-        line_match = _LINE.search(system)
-        line = line_match.group(1) if line_match else "lookup"
-        question_match = _QUESTION.search(system)
-        question = question_match.group(1).strip() if question_match else _last_human(messages)
+        line = _field(_LINE, system, "lookup")
+        turn = int(_field(_TURN, system, "0"))
+        question = _field(_QUESTION, system, "") or _last_human(messages)
         spec = _spec_from_prompt(system, question)
-        if spec is None or not spec.metrics:
+        if spec is None or not spec.metrics or spec.period is None:
             return AIMessage(unresolved_reply(spec, question))
         plan = plan_queries(spec, line=line)
         run = _this_run(messages)
-        calls = [c for m in run if isinstance(m, AIMessage) for c in m.tool_calls]
-        results = {m.tool_call_id: m for m in run if isinstance(m, ToolMessage)}
-        done = [c["name"] for c in calls]
-        can_call = bool(self.tool_names)
-        if (
-            can_call
-            and line == "analysis"
-            and "write_todos" not in done
-            and "write_todos" in self.tool_names
-        ):
-            return _call("write_todos", {"todos": _todos(plan, completed=0)})
-        if can_call and "search_tables" not in done and "search_tables" in self.tool_names:
-            return _call("search_tables", {"query": question})
-        sql_calls = [c for c in calls if c["name"] == "run_sql"]
-        if can_call and len(sql_calls) < len(plan):
-            step = plan[len(sql_calls)]
-            return _call("run_sql", {"sql": step.sql, "purpose": step.purpose, "chart": step.chart})
-        todo_updates = [c for c in calls if c["name"] == "write_todos"]
-        if (
-            can_call
-            and line == "analysis"
-            and len(todo_updates) < 2
-            and "write_todos" in self.tool_names
-        ):
-            return _call("write_todos", {"todos": _todos(plan, completed=len(plan))})
-        records = [
-            results[c["id"]].artifact
-            for c in sql_calls
-            if c["id"] in results and isinstance(results[c["id"]].artifact, dict)
-        ]
-        return AIMessage(narrate(spec, plan, records))
+        latest = _latest_group(run)
+        tasks = _tasks(system, turn)
+        todos = _section(system, "todo_state")
+        tools = set(self.tool_names)
+        budget_spent = BUDGET_TAG in system or not tools
+        if not budget_spent:
+            if line == "analysis" and not todos and "write_todos" in tools:
+                return _call("write_todos", {"todos": _todos(plan, completed=0)})
+            searched = any(
+                c["name"] == "search_tables" for m in run if isinstance(m, AIMessage) for c in m.tool_calls
+            )
+            if not searched and not tasks and "search_tables" in tools:
+                return _call("search_tables", {"query": question})
+            stopped = _non_retryable(latest)
+            if len(tasks) < len(plan) and not stopped:
+                step = plan[len(tasks)]
+                return _call("run_sql", {"sql": step.sql, "purpose": step.purpose, "chart": step.chart})
+            if line == "analysis" and "[pending]" in todos and "write_todos" in tools:
+                return _call("write_todos", {"todos": _todos(plan, completed=len(tasks))})
+            if tasks and _latest_name(latest) != "sql_task_detail" and "sql_task_detail" in tools:
+                return _calls("sql_task_detail", [{"task_id": t} for t, _ in tasks])
+        records = _records(run)
+        by_purpose = {r.get("purpose"): r for r in records}
+        pairs = [(q, by_purpose[q.purpose]) for q in plan if q.purpose in by_purpose]
+        if not pairs and latest and _non_retryable(latest):
+            return AIMessage(str(latest[1][-1].content))
+        return AIMessage(narrate(spec, [q for q, _ in pairs], [r for _, r in pairs], planned=len(plan)))
+
+
+_TURN = re.compile(r"^turn: (\d+)", re.M)
+_TASK = re.compile(r"^\[task (\d+) · turn (\d+)\] ([✓✗])", re.M)
+
+
+def _field(pattern: re.Pattern[str], text: str, default: str) -> str:
+    match = pattern.search(text)
+    return match.group(1).strip() if match else default
+
+
+def _section(system: str, tag: str) -> str:
+    match = re.search(rf"<{tag}>\n(.*?)\n</{tag}>", system, re.S)
+    return match.group(1) if match else ""
+
+
+def _tasks(system: str, turn: int) -> list[tuple[int, bool]]:
+    """This turn's queries as the prompt lists them: (task id, ok)."""
+    body = _section(system, "sql_history")
+    return [(int(m.group(1)), m.group(3) == "✓") for m in _TASK.finditer(body) if int(m.group(2)) == turn]
+
+
+def _latest_group(run: list[BaseMessage]) -> tuple[AIMessage, list[ToolMessage]] | None:
+    for i in range(len(run) - 1, -1, -1):
+        message = run[i]
+        if isinstance(message, AIMessage) and message.tool_calls:
+            ids = {c["id"] for c in message.tool_calls}
+            results = [m for m in run[i + 1 :] if isinstance(m, ToolMessage) and m.tool_call_id in ids]
+            return message, results
+    return None
+
+
+def _latest_name(group: tuple[AIMessage, list[ToolMessage]] | None) -> str:
+    return group[0].tool_calls[0]["name"] if group else ""
+
+
+def _non_retryable(group: tuple[AIMessage, list[ToolMessage]] | None) -> bool:
+    """The latest run_sql was refused in a way a retry cannot fix (permission, timeout)."""
+    if not group or _latest_name(group) != "run_sql":
+        return False
+    for result in group[1]:
+        text = str(result.content).lower()
+        if result.status == "error" and any(w in text for w in ("权限", "permission", "denied", "超时", "timed out", "not allowed")):
+            return True
+    return False
+
+
+def _records(run: list[BaseMessage]) -> list[dict[str, Any]]:
+    """Full records fetched by sql_task_detail or returned by run_sql, in order."""
+    found: dict[int, dict[str, Any]] = {}
+    for message in run:
+        if isinstance(message, ToolMessage) and isinstance(message.artifact, dict):
+            record = message.artifact
+            if "task_id" in record and "sql" in record:
+                found[int(record["task_id"])] = record
+    return [found[k] for k in sorted(found)]
 
 
 def _last_human(messages: list[BaseMessage]) -> str:
@@ -146,12 +203,16 @@ def _spec_from_prompt(system: str, question: str) -> QuestionSpec | None:
 
 
 def _call(name: str, args: dict[str, Any]) -> AIMessage:
-    return AIMessage(
-        "",
-        tool_calls=[
-            {"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}
-        ],
-    )
+    return _calls(name, [args])
+
+
+def _calls(name: str, many: list[dict[str, Any]]) -> AIMessage:
+    """One message calling a tool once per argument set (parallel tool calls)."""
+    calls = [
+        {"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}
+        for args in many
+    ]
+    return AIMessage("", tool_calls=calls)
 
 
 def _todos(plan: list[PlannedQuery], *, completed: int) -> list[dict[str, str]]:

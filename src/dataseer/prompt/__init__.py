@@ -17,6 +17,9 @@ from typing import Any
 
 from dataseer.errors import ConfigError
 
+BUDGET_TAG = "budget_exhausted"
+"""The partition that tells the model its step budget is spent (no tools this call)."""
+
 
 @lru_cache(maxsize=256)
 def _read(path: Path, mtime: float) -> str:
