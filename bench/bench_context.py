@@ -12,14 +12,17 @@ from __future__ import annotations
 import argparse
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, NotRequired
 
 from _common import QUESTION, bench_env, print_table, ratio, use_env
 from langchain.agents import create_agent
+from langchain.agents.middleware.types import AgentState
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
+
+from dataseer.state import merge_sql_history, merge_tables, merge_todos
 
 STEPS = 30
 SQL = (
@@ -114,7 +117,7 @@ def main() -> None:
             tools.extend(getattr(mw, "tools", []))
         head = load_prompt("analysis/system", get_settings().resolved_prompts_dir)
         base = Recorder(steps=script(), tokens=[])
-        plain = create_agent(base, tools, system_prompt=head, state_schema=_plain_state())
+        plain = create_agent(base, tools, system_prompt=head, state_schema=PlainState)
         plain.invoke({"messages": [HumanMessage(QUESTION)], "turn": 1}, {"recursion_limit": 500})
         reset_services()
 
@@ -141,22 +144,14 @@ def main() -> None:
     )
 
 
-def _plain_state() -> type:
+class PlainState(AgentState[Any]):
     """The state keys dataseer's tools write, so the baseline runs the very same tools."""
-    from typing import Annotated, NotRequired
 
-    from langchain.agents.middleware.types import AgentState
-
-    from dataseer.state import merge_sql_history, merge_tables, merge_todos
-
-    class PlainState(AgentState[Any]):
-        turn: NotRequired[int]
-        sql_history: NotRequired[Annotated[list[Any], merge_sql_history]]
-        todos: NotRequired[Annotated[list[Any], merge_todos]]
-        reflection: NotRequired[str | None]
-        tables_info: NotRequired[Annotated[dict[str, str], merge_tables]]
-
-    return PlainState
+    turn: NotRequired[int]
+    sql_history: NotRequired[Annotated[list[Any], merge_sql_history]]
+    todos: NotRequired[Annotated[list[Any], merge_todos]]
+    reflection: NotRequired[str | None]
+    tables_info: NotRequired[Annotated[dict[str, str], merge_tables]]
 
 
 if __name__ == "__main__":

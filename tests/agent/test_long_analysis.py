@@ -13,12 +13,15 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from support.scripted import ScriptedChatModel, text, tool_call
 
 from dataseer.config import Settings
 from dataseer.graph import build_graph
+from support.scripted import ScriptedChatModel, text, tool_call
 
-DAY = "SELECT ROUND(SUM(revenue), 2) AS revenue FROM dws_game_pay_di WHERE game_id IN (1001) AND ds = DATE '2026-08-{d:02d}'"
+DAY = (
+    "SELECT ROUND(SUM(revenue), 2) AS revenue FROM dws_game_pay_di "
+    "WHERE game_id IN (1001) AND ds = DATE '2026-08-{d:02d}'"
+)
 
 
 def _system(messages: list[BaseMessage]) -> str:
@@ -32,13 +35,18 @@ def _script() -> list[Any]:
         tool_call("search_tables", query="星海远征 流水 皮肤"),
         tool_call("table_info", table="dws_game_pay_di"),
         tool_call("table_info", table="dws_game_pay_di"),
-        tool_call("run_sql", sql="SELECT SUM(revenu) FROM dws_game_pay_di WHERE game_id IN (1001)",
-                  purpose="8月流水"),
+        tool_call(
+            "run_sql",
+            sql="SELECT SUM(revenu) FROM dws_game_pay_di WHERE game_id IN (1001)",
+            purpose="8月流水",
+        ),
         tool_call("run_sql", sql=DAY.format(d=1), purpose="8月流水"),
         tool_call("run_sql", sql=DAY.format(d=1), purpose="8月流水（重复）"),
         tool_call("think", reflection="第一天的流水已确认，继续逐日查看"),
     ]
-    steps += [tool_call("run_sql", sql=DAY.format(d=d), purpose=f"8月{d}日流水") for d in range(2, 16)]
+    steps += [
+        tool_call("run_sql", sql=DAY.format(d=d), purpose=f"8月{d}日流水") for d in range(2, 16)
+    ]
     steps.append(tool_call("sql_task_detail", task_id=2))
     steps.append(tool_call("think", reflection="8月5日起流水明显上升"))
     steps.append(lambda messages: text("8月每日流水见上表，8月5日起明显上升。"))
@@ -96,7 +104,9 @@ def test_repeats_are_served_from_state(run: tuple[ScriptedChatModel, dict[str, A
     assert isinstance(repeat, ToolMessage) and "served from state" in str(repeat.content)
 
 
-def test_failed_query_observation_and_correction(run: tuple[ScriptedChatModel, dict[str, Any]]) -> None:
+def test_failed_query_observation_and_correction(
+    run: tuple[ScriptedChatModel, dict[str, Any]],
+) -> None:
     model, state = run
     failure = model.requests[5][-1]
     assert isinstance(failure, ToolMessage) and failure.status == "error"

@@ -39,7 +39,9 @@ def render_record(index: int, record: SqlRecord, zh: bool) -> str:
     return "\n\n".join(parts)
 
 
-def compose_answer(records: list[SqlRecord], summary: str, zh: bool, *, findings_first: bool) -> str:
+def compose_answer(
+    records: list[SqlRecord], summary: str, zh: bool, *, findings_first: bool
+) -> str:
     """The full answer text for one turn.
 
     Lookups show the query and its rows, then the one-line answer; analyses

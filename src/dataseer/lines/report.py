@@ -60,7 +60,9 @@ def wants_report(question: str) -> bool:
 def _table(record: SqlRecord, max_rows: int = 50) -> str:
     head = "".join(f'<th style="{_HEAD}">{html.escape(c)}</th>' for c in record["columns"])
     rows = "".join(
-        "<tr>" + "".join(f'<td style="{_CELL}">{html.escape(format_cell(v))}</td>' for v in row) + "</tr>"
+        "<tr>"
+        + "".join(f'<td style="{_CELL}">{html.escape(format_cell(v))}</td>' for v in row)
+        + "</tr>"
         for row in record["rows"][:max_rows]
     )
     return f'<table style="{_TABLE}"><tr>{head}</tr>{rows}</table>'
@@ -69,13 +71,20 @@ def _table(record: SqlRecord, max_rows: int = 50) -> str:
 def render_html_report(title: str, summary: str, records: list[SqlRecord]) -> str:
     """A self-contained report: findings, then each query with its table."""
     findings = "".join(
-        f"<li>{html.escape(line.lstrip('- ').strip())}</li>" for line in summary.splitlines() if line.strip()
+        f"<li>{html.escape(line.lstrip('- ').strip())}</li>"
+        for line in summary.splitlines()
+        if line.strip()
     )
     sections = []
     for i, rec in enumerate(records, start=1):
-        content = _table(rec) if rec["ok"] else f"<p style=\"color:#cf222e\">{html.escape(str(rec.get('error')))}</p>"
+        content = (
+            _table(rec)
+            if rec["ok"]
+            else f'<p style="color:#cf222e">{html.escape(str(rec.get("error")))}</p>'
+        )
+        purpose = html.escape(rec.get("purpose") or "")
         sections.append(
-            f'<h3 style="font-size:15px;margin:16px 0 4px">{i}. {html.escape(rec.get("purpose") or "")}</h3>'
+            f'<h3 style="font-size:15px;margin:16px 0 4px">{i}. {purpose}</h3>'
             f'<pre style="background:#f6f8fa;padding:8px;font-size:12px;white-space:pre-wrap">'
             f"{html.escape(rec['sql'])}</pre>{content}"
         )

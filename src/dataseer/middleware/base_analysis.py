@@ -9,7 +9,7 @@ a run, so providers can cache its prefix.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Annotated, Any, NotRequired
+from typing import Any, NotRequired
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
@@ -19,14 +19,17 @@ from langchain.agents.middleware.types import (
 )
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.config import get_config
+from langgraph.errors import GraphBubbleUp
 
+from dataseer.config import get_settings
+from dataseer.errors import DataseerError, ModelError
 from dataseer.knowledge.research import ops_events_digest
 from dataseer.knowledge.resolved import resolved_json
 from dataseer.knowledge.scenes import scene_knowledge
 from dataseer.knowledge.skills import skill_book
 from dataseer.knowledge.understand import QuestionSpec
-from dataseer.observe import phase
 from dataseer.middleware._partitions import PartitionProvider
+from dataseer.observe import phase
 from dataseer.prompt import BUDGET_TAG, join_partitions, load_prompt, markdown_table, partition
 from dataseer.services import services_for
 
@@ -44,7 +47,6 @@ PARTITION_ORDER = (
     "verification",
 )
 """Static knowledge first (cache-friendly), fast-changing state last."""
-
 
 
 class BaseAnalysisState(AgentState[Any]):
@@ -183,7 +185,8 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
         ]
         if spec is not None:
             lines.append(f"<resolved_question>{resolved_json(spec)}</resolved_question>")
-        earlier = [m for m in state.get("messages", [])[:-1] if isinstance(m, HumanMessage)][-3:]
+        humans = [m for m in state.get("messages", []) if isinstance(m, HumanMessage)]
+        earlier = humans[:-1][-3:]
         if earlier:
             lines.append("earlier questions: " + " | ".join(str(m.content)[:120] for m in earlier))
         return "\n".join(lines)
@@ -239,7 +242,12 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
     ) -> ModelResponse[Any]:
         """Replace the system prompt with one rebuilt from state; mark the phase."""
         self._mark_phase(request)
-        response = handler(self._request(request))
+        try:
+            response = handler(self._request(request))
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            raise self._model_error(exc) from exc
         self._mark_reporting(response)
         return response
 
@@ -250,6 +258,28 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
     ) -> ModelResponse[Any]:
         """Async twin of ``wrap_model_call``."""
         self._mark_phase(request)
-        response = await handler(self._request(request))
+        try:
+            response = await handler(self._request(request))
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            raise self._model_error(exc) from exc
         self._mark_reporting(response)
         return response
+
+    def _model_error(self, exc: Exception) -> Exception:
+        """A provider failure as a ``ModelError`` naming tier, model and endpoint.
+
+        Errors that are already ours pass through unchanged; the thread's
+        checkpoint is intact either way, so the run can be resumed.
+        """
+        if isinstance(exc, DataseerError):
+            return exc
+        settings = get_settings(get_config())
+        name = settings.model_for("analyst") or "offline analyst"
+        where = f" at {settings.base_url}" if settings.base_url else ""
+        msg = (
+            f"{self.line} line: analyst model {name!r}{where} failed: {type(exc).__name__}: {exc}. "
+            "The thread is saved; retry the question to resume."
+        )
+        return ModelError(msg)

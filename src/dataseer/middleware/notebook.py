@@ -37,7 +37,8 @@ def notebook(  # noqa: D417  # runtime is injected
     """Keep notes that outlive this run: findings, definitions agreed with the user, open leads.
 
     Args:
-        action: add (needs content), list, update (needs note_id and content), delete (needs note_id).
+        action: add (needs content), list, update (needs note_id and content),
+            delete (needs note_id).
         content: the note text.
         note_id: the id shown by list.
     """
@@ -77,7 +78,7 @@ class NotebookMiddleware(AgentMiddleware[NotebookState, Any]):
     """Owns the ``notebook`` tool and the ``<notebook>`` partition."""
 
     state_schema = NotebookState
-    tools = [notebook]
+    tools = [notebook]  # noqa: RUF012  # the AgentMiddleware contract is a class attribute
     partition = "notebook"
 
     def render(self, state: dict[str, Any]) -> str:

@@ -80,7 +80,9 @@ def render_tiers(records: list[SqlRecord], *, full: int = 3, summarized: int = 1
     for i, rec in enumerate(records):
         age = n - i  # 1 = newest
         mark = "✓" if rec["ok"] else "✗"
-        head = f"[task {rec['task_id']} · turn {rec.get('turn', 0)}] {mark} {rec.get('purpose') or ''}"
+        head = (
+            f"[task {rec['task_id']} · turn {rec.get('turn', 0)}] {mark} {rec.get('purpose') or ''}"
+        )
         if age > summarized:
             out.append(f"{head} · {rec.get('one_line') or summarize(rec)[1]}")
         elif age > full:
@@ -114,7 +116,10 @@ def sql_task_detail(task_id: int, runtime: ToolRuntime) -> ToolMessage:  # noqa:
             tool_call_id=runtime.tool_call_id or "",
             status="error",
         )
-    parts = [f"task {found['task_id']}: {found.get('purpose') or ''}", f"```sql\n{found['sql']}\n```"]
+    parts = [
+        f"task {found['task_id']}: {found.get('purpose') or ''}",
+        f"```sql\n{found['sql']}\n```",
+    ]
     if found["ok"]:
         parts.append(markdown_table(found["columns"], found["rows"]))
         if found["truncated"] or found["row_count"] > len(found["rows"]):
@@ -128,7 +133,7 @@ class SqlHistoryMiddleware(AgentMiddleware[SqlHistoryState, Any]):
     """Turns run_sql results into tiered state; serves repeats; limits retries."""
 
     state_schema = SqlHistoryState
-    tools = [sql_task_detail]
+    tools = [sql_task_detail]  # noqa: RUF012  # the AgentMiddleware contract is a class attribute
     partition = "sql_history"
 
     def __init__(self, *, full: int = 3, summarized: int = 10, max_retries: int = 3) -> None:
@@ -159,9 +164,10 @@ class SqlHistoryMiddleware(AgentMiddleware[SqlHistoryState, Any]):
         key = normalize_sql(str(args.get("sql") or ""))
         for rec in records:
             if rec["ok"] and normalize_sql(rec["sql"]) == key:
+                task = rec["task_id"]
                 return ToolMessage(
-                    f"与任务 {rec['task_id']} 的查询完全相同，已从状态返回，未重复执行 / identical to "
-                    f"task {rec['task_id']}; served from state, not re-executed.\n"
+                    f"与任务 {task} 的查询完全相同，已从状态返回，未重复执行 / identical to "
+                    f"task {task}; served from state, not re-executed.\n"
                     + markdown_table(rec["columns"], rec["rows"], max_rows=20),
                     tool_call_id=call_id,
                     artifact=rec,
@@ -172,17 +178,19 @@ class SqlHistoryMiddleware(AgentMiddleware[SqlHistoryState, Any]):
         failures = [r for r in records if not r["ok"] and r.get("purpose") == purpose]
         blocked = [r for r in failures if not r.get("retryable", True)]
         if blocked:
+            last = blocked[-1]
             return ToolMessage(
                 f"任务「{purpose}」因不可重试的失败而停止 / task '{purpose}' stopped after a "
-                f"non-retryable failure (task {blocked[-1]['task_id']}: {blocked[-1].get('error')}). "
+                f"non-retryable failure (task {last['task_id']}: {last.get('error')}). "
                 "Do not retry it; continue with other tasks or answer with what is known.",
                 tool_call_id=call_id,
                 status="error",
             )
         if len(failures) >= self.max_retries:
             return ToolMessage(
-                f"任务「{purpose}」已失败 {len(failures)} 次，达到重试上限 / task '{purpose}' failed "
-                f"{len(failures)} times: retry limit reached. Move on or answer with what is known.",
+                f"任务「{purpose}」已失败 {len(failures)} 次，达到重试上限 / task '{purpose}' "
+                f"failed {len(failures)} times: retry limit reached. Move on or answer with "
+                "what is known.",
                 tool_call_id=call_id,
                 status="error",
             )

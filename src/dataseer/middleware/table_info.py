@@ -60,7 +60,11 @@ class TableInfoMiddleware(AgentMiddleware[TableInfoState, Any]):
 
     def _store(self, request: ToolCallRequest, result: ToolMessage | Command[Any]) -> Any:
         message = tool_result(result)
-        if message is None or message.status == "error" or not str(message.content).startswith("## "):
+        if (
+            message is None
+            or message.status == "error"
+            or not str(message.content).startswith("## ")
+        ):
             return result
         update = {"tables_info": {self._key(request): str(message.content)}, "messages": [message]}
         return Command(update=update)

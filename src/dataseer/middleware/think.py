@@ -26,7 +26,7 @@ class ThinkMiddleware(AgentMiddleware[ThinkState, Any]):
     """Owns the ``think`` tool and the ``<recent_reflection>`` partition."""
 
     state_schema = ThinkState
-    tools = [think]
+    tools = [think]  # noqa: RUF012  # the AgentMiddleware contract is a class attribute
     partition = "recent_reflection"
 
     def render(self, state: dict[str, Any]) -> str:

@@ -29,7 +29,7 @@ class TodoMiddleware(AgentMiddleware[TodoState, Any]):
     """Owns ``write_todos`` and the ``<todo_state>`` partition."""
 
     state_schema = TodoState
-    tools = [write_todos]
+    tools = [write_todos]  # noqa: RUF012  # the AgentMiddleware contract is a class attribute
     partition = "todo_state"
 
     def render(self, state: dict[str, Any]) -> str:

@@ -11,8 +11,8 @@ model, SQL, sandbox and framework.
 
 from __future__ import annotations
 
-import uuid
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NotRequired
 
@@ -26,7 +26,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from dataseer.middleware._partitions import tool_result
+from dataseer.middleware._partitions import current_turn, tool_result
 from dataseer.state import merge_loops
 
 TOOL_KINDS = {"run_sql": "sql", "run_python": "sandbox"}
@@ -51,16 +51,23 @@ def summarize_usage(loops: list[dict[str, Any]]) -> dict[str, Any]:
 
     for entry in loops:
         if entry.get("kind") == "model":
-            add(nodes, str(entry.get("node")), {
-                "prompt": entry.get("prompt_tokens", 0),
-                "completion": entry.get("completion_tokens", 0),
-                "cached": entry.get("cached_tokens", 0),
-                "calls": 1,
-                "seconds": entry.get("seconds", 0.0),
-            })
+            add(
+                nodes,
+                str(entry.get("node")),
+                {
+                    "prompt": entry.get("prompt_tokens", 0),
+                    "completion": entry.get("completion_tokens", 0),
+                    "cached": entry.get("cached_tokens", 0),
+                    "calls": 1,
+                    "seconds": entry.get("seconds", 0.0),
+                },
+            )
         else:
-            counters = {"calls": 1, "result_tokens": entry.get("result_tokens", 0),
-                        "seconds": entry.get("seconds", 0.0)}
+            counters = {
+                "calls": 1,
+                "result_tokens": entry.get("result_tokens", 0),
+                "seconds": entry.get("seconds", 0.0),
+            }
             add(tools, str(entry.get("tool")), counters)
             if entry.get("skill"):
                 add(skills, str(entry["skill"]), counters)
@@ -100,11 +107,13 @@ class UsageMiddleware(AgentMiddleware[UsageState, Any]):
     ) -> dict[str, Any]:
         elapsed = time.perf_counter() - started
         found = _model_usage(response.result)
-        tools = [c["name"] for m in response.result if isinstance(m, AIMessage) for c in m.tool_calls]
+        tools = [
+            c["name"] for m in response.result if isinstance(m, AIMessage) for c in m.tool_calls
+        ]
         entry = {
             "id": uuid.uuid4().hex,
             "kind": "model",
-            "turn": int(dict(request.state).get("turn") or 0),
+            "turn": current_turn(dict(request.state)),
             "node": self.node,
             "at": started,
             "seconds": round(elapsed, 6),
@@ -126,7 +135,8 @@ class UsageMiddleware(AgentMiddleware[UsageState, Any]):
         started = time.perf_counter()
         response = handler(request)
         return ExtendedModelResponse(
-            model_response=response, command=Command(update=self._model_update(request, started, response))
+            model_response=response,
+            command=Command(update=self._model_update(request, started, response)),
         )
 
     async def awrap_model_call(
@@ -140,7 +150,8 @@ class UsageMiddleware(AgentMiddleware[UsageState, Any]):
         started = time.perf_counter()
         response = await handler(request)
         return ExtendedModelResponse(
-            model_response=response, command=Command(update=self._model_update(request, started, response))
+            model_response=response,
+            command=Command(update=self._model_update(request, started, response)),
         )
 
     def _tool_update(

@@ -24,9 +24,22 @@ from dataseer.middleware._partitions import current_turn
 _NUMBER = re.compile(
     r"(?<![\w.])([-+]?\d[\d,]*(?:\.\d+)?)\s*(%|‰|万亿|亿|万|千|k|K|M|B|bn)?(?![\w.-]*\d)"
 )
-_DATE = re.compile(r"\d{4}-\d{1,2}(?:-\d{1,2})?|\d{4}/\d{1,2}(?:/\d{1,2})?|\d{4}年|\d{1,2}月\d{0,2}日?|Q[1-4]")
-_UNITS = {"%": 0.01, "‰": 0.001, "万": 1e4, "亿": 1e8, "万亿": 1e12, "千": 1e3, "k": 1e3,
-          "K": 1e3, "M": 1e6, "B": 1e9, "bn": 1e9}
+_DATE = re.compile(
+    r"\d{4}-\d{1,2}(?:-\d{1,2})?|\d{4}/\d{1,2}(?:/\d{1,2})?|\d{4}年|\d{1,2}月\d{0,2}日?|Q[1-4]"
+)
+_UNITS = {
+    "%": 0.01,
+    "‰": 0.001,
+    "万": 1e4,
+    "亿": 1e8,
+    "万亿": 1e12,
+    "千": 1e3,
+    "k": 1e3,
+    "K": 1e3,
+    "M": 1e6,
+    "B": 1e9,
+    "bn": 1e9,
+}
 SMALL = 31
 """Integers up to this are counts, ranks and day numbers in prose; not checked."""
 
@@ -61,7 +74,9 @@ def grounded_values(records: list[dict[str, Any]], question: str = "") -> list[f
             continue
         columns: dict[int, list[float]] = {}
         for row in rec.get("rows") or []:
-            numbers = [float(v) for v in row if isinstance(v, int | float) and not isinstance(v, bool)]
+            numbers = [
+                float(v) for v in row if isinstance(v, int | float) and not isinstance(v, bool)
+            ]
             values.update(numbers)
             for a, b in itertools.combinations(numbers, 2):
                 values.update({a - b, b - a})
@@ -119,7 +134,9 @@ class VerifyMiddleware(AgentMiddleware[VerifyState, Any]):
         """A new run starts with a clean slate."""
         return {"verify_note": None, "verify_attempts": 0}
 
-    async def abefore_agent(self, state: VerifyState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+    async def abefore_agent(
+        self, state: VerifyState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
         """Async twin of ``before_agent``."""
         return self.before_agent(state, runtime)
 
@@ -129,9 +146,10 @@ class VerifyMiddleware(AgentMiddleware[VerifyState, Any]):
         last = state["messages"][-1] if state["messages"] else None
         if not isinstance(last, AIMessage) or last.tool_calls:
             return None
-        turn = current_turn(dict(state))
-        records = [r for r in dict(state).get("sql_history") or [] if r.get("turn") == turn]
-        question = str(dict(state).get("question") or _question(state))
+        data: dict[str, Any] = dict(state)
+        turn = current_turn(data)
+        records = [r for r in data.get("sql_history") or [] if r.get("turn") == turn]
+        question = str(data.get("question") or _question(state))
         missing = ungrounded(str(last.content), records, question)
         if not missing:
             return {"verify_note": None} if state.get("verify_note") else None
@@ -156,7 +174,9 @@ class VerifyMiddleware(AgentMiddleware[VerifyState, Any]):
         fixed = AIMessage(str(last.content) + warning, id=last.id, name=last.name)
         return {"messages": [fixed], "verify_note": None}
 
-    async def aafter_model(self, state: VerifyState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+    async def aafter_model(
+        self, state: VerifyState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
         """Async twin of ``after_model``; it awaits nothing."""
         return self.after_model(state, runtime)
 

@@ -101,14 +101,19 @@ class OfflineAnalyst(BaseChatModel):
             if line == "analysis" and not todos and "write_todos" in tools:
                 return _call("write_todos", {"todos": _todos(plan, completed=0)})
             searched = any(
-                c["name"] == "search_tables" for m in run if isinstance(m, AIMessage) for c in m.tool_calls
+                c["name"] == "search_tables"
+                for m in run
+                if isinstance(m, AIMessage)
+                for c in m.tool_calls
             )
             if not searched and not tasks and "search_tables" in tools:
                 return _call("search_tables", {"query": question})
             stopped = _non_retryable(latest)
             if len(tasks) < len(plan) and not stopped:
                 step = plan[len(tasks)]
-                return _call("run_sql", {"sql": step.sql, "purpose": step.purpose, "chart": step.chart})
+                return _call(
+                    "run_sql", {"sql": step.sql, "purpose": step.purpose, "chart": step.chart}
+                )
             if line == "analysis" and "[pending]" in todos and "write_todos" in tools:
                 return _call("write_todos", {"todos": _todos(plan, completed=len(tasks))})
             if tasks and _latest_name(latest) != "sql_task_detail" and "sql_task_detail" in tools:
@@ -118,7 +123,9 @@ class OfflineAnalyst(BaseChatModel):
         pairs = [(q, by_purpose[q.purpose]) for q in plan if q.purpose in by_purpose]
         if not pairs and latest and _non_retryable(latest):
             return AIMessage(str(latest[1][-1].content))
-        return AIMessage(narrate(spec, [q for q, _ in pairs], [r for _, r in pairs], planned=len(plan)))
+        return AIMessage(
+            narrate(spec, [q for q, _ in pairs], [r for _, r in pairs], planned=len(plan))
+        )
 
 
 _TURN = re.compile(r"^turn: (\d+)", re.M)
@@ -138,7 +145,11 @@ def _section(system: str, tag: str) -> str:
 def _tasks(system: str, turn: int) -> list[tuple[int, bool]]:
     """This turn's queries as the prompt lists them: (task id, ok)."""
     body = _section(system, "sql_history")
-    return [(int(m.group(1)), m.group(3) == "✓") for m in _TASK.finditer(body) if int(m.group(2)) == turn]
+    return [
+        (int(m.group(1)), m.group(3) == "✓")
+        for m in _TASK.finditer(body)
+        if int(m.group(2)) == turn
+    ]
 
 
 def _latest_group(run: list[BaseMessage]) -> tuple[AIMessage, list[ToolMessage]] | None:
@@ -146,7 +157,9 @@ def _latest_group(run: list[BaseMessage]) -> tuple[AIMessage, list[ToolMessage]]
         message = run[i]
         if isinstance(message, AIMessage) and message.tool_calls:
             ids = {c["id"] for c in message.tool_calls}
-            results = [m for m in run[i + 1 :] if isinstance(m, ToolMessage) and m.tool_call_id in ids]
+            results = [
+                m for m in run[i + 1 :] if isinstance(m, ToolMessage) and m.tool_call_id in ids
+            ]
             return message, results
     return None
 
@@ -161,7 +174,9 @@ def _non_retryable(group: tuple[AIMessage, list[ToolMessage]] | None) -> bool:
         return False
     for result in group[1]:
         text = str(result.content).lower()
-        if result.status == "error" and any(w in text for w in ("权限", "permission", "denied", "超时", "timed out", "not allowed")):
+        if result.status == "error" and any(
+            w in text for w in ("权限", "permission", "denied", "超时", "timed out", "not allowed")
+        ):
             return True
     return False
 

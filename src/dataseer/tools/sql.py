@@ -9,10 +9,13 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.types import Command
 
+from dataseer.data.protocol import QueryResult
 from dataseer.prompt import markdown_table
 from dataseer.services import services_for
-from dataseer.sql.execute import frame_rows, run_query
+from dataseer.sql.execute import DENIED_MARK, frame_rows, run_query
+from dataseer.sql.permission_store import permissions_for_config
 from dataseer.state import SqlRecord
+from dataseer.tools.python import store_query_frame
 
 OBSERVATION_ROWS = 20
 """Rows shown to the model in the tool result; all stored rows stay in state."""
@@ -22,7 +25,7 @@ CHARTS = ("table", "line", "bar", "pie", "funnel", "scatter", "kpi")
 
 def _next_task_id(state: dict[str, Any], tool_call_id: str) -> int:
     """A small, unique task id even when several run_sql calls run in parallel."""
-    base = len(state.get("sql_history") or [])
+    base = max((int(r["task_id"]) for r in state.get("sql_history") or []), default=0)
     for message in reversed(state.get("messages") or []):
         if isinstance(message, AIMessage) and message.tool_calls:
             sql_calls = [c["id"] for c in message.tool_calls if c["name"] == "run_sql"]
@@ -35,6 +38,8 @@ def _next_task_id(state: dict[str, Any], tool_call_id: str) -> int:
 def observation(record: SqlRecord) -> str:
     """What the model reads after a query: the outcome first, then the rows."""
     head = f"task {record['task_id']}"
+    if not record["ok"] and str(record.get("error") or "").startswith(DENIED_MARK):
+        return f"✗ {head} denied / 未执行:\n{record.get('error')}"
     if not record["ok"]:
         return (
             f"✗ {head} failed / 执行失败: {record.get('error')}\n"
@@ -60,7 +65,46 @@ def run_sql(sql: str, runtime: ToolRuntime, purpose: str = "", chart: str = "tab
         chart: the chart that fits the result: table, line, bar, pie, funnel, scatter or kpi.
     """
     services = services_for(runtime.config)
-    result = run_query(services.datasource, sql, services.settings)
+    permissions, problem = permissions_for_config(
+        services.permission_store, runtime.config, services.settings
+    )
+    result = run_query(
+        services.datasource,
+        sql,
+        services.settings,
+        permissions=permissions,
+        denial_reason=problem,
+    )
+    return sql_command(runtime, result, purpose, chart)
+
+
+def correction_hints(config: Any, record: SqlRecord) -> str:
+    """Closest real names and values when a query failed or matched nothing ('' otherwise)."""
+    denied = str(record.get("error") or "").startswith(DENIED_MARK)
+    empty = record["ok"] and record["row_count"] == 0
+    if denied or (record["ok"] and not empty):
+        return ""
+    from dataseer.knowledge.corrections import suggest_fixes
+    from dataseer.knowledge.retrieval import catalog_entries
+    from dataseer.knowledge.values import value_index_for
+
+    services = services_for(config)
+    hints = suggest_fixes(
+        record["sql"],
+        catalog=catalog_entries(services.datasource),
+        values=value_index_for(services.datasource, services.pack) if empty else None,
+        empty=empty,
+        dialect=services.datasource.dialect,
+    )
+    return "".join(f"\nhint: {h}" for h in hints)
+
+
+def sql_command(runtime: ToolRuntime, result: QueryResult, purpose: str, chart: str) -> Command:
+    """A query's outcome as state (a ``SqlRecord``), a stream event and the observation.
+
+    ``SqlGuardMiddleware`` builds its denials through this too, so a query
+    denied by the middleware and one denied at ``run_query`` read the same.
+    """
     record: SqlRecord = {
         "task_id": _next_task_id(runtime.state, runtime.tool_call_id or ""),
         "turn": int(runtime.state.get("turn") or 0),
@@ -75,9 +119,10 @@ def run_sql(sql: str, runtime: ToolRuntime, purpose: str = "", chart: str = "tab
         "elapsed": round(result.elapsed, 4),
         "chart": chart if chart in CHARTS else "table",
     }
+    frame_note = store_query_frame(runtime.config, record, result.frame) if result.ok else ""
     runtime.stream_writer({"type": "sql", **record, "rows": record["rows"][:OBSERVATION_ROWS]})
     message = ToolMessage(
-        observation(record),
+        observation(record) + frame_note + correction_hints(runtime.config, record),
         tool_call_id=runtime.tool_call_id,
         artifact=record,
         status="success" if record["ok"] else "error",
