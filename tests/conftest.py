@@ -7,6 +7,7 @@ unreachable, except under ``CI=true`` where they must run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -91,19 +92,36 @@ def _with_database(url: str, dbname: str) -> str:
     return urlunsplit(parts._replace(path=f"/{dbname}"))
 
 
-@pytest.fixture(scope="session")
-def pg_database(pg_admin_url: str) -> Iterator[str]:
-    """A fresh, empty PostgreSQL database for this test session, dropped after."""
+@contextlib.contextmanager
+def _throwaway_database(admin_url: str) -> Iterator[str]:
     import psycopg
 
     name = f"dataseer_test_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield _with_database(pg_admin_url, name)
+        yield _with_database(admin_url, name)
     finally:
-        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def pg_database(pg_admin_url: str) -> Iterator[str]:
+    """A fresh PostgreSQL database for this session (the sample is loaded here), dropped after.
+
+    Tests that write other tables (checkpoints, audit, another sample) must use
+    ``pg_scratch`` instead, so that this database keeps exactly the sample.
+    """
+    with _throwaway_database(pg_admin_url) as url:
+        yield url
+
+
+@pytest.fixture
+def pg_scratch(pg_admin_url: str) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test, dropped after."""
+    with _throwaway_database(pg_admin_url) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,9 @@ from dataseer.router import clarify_node, route_node
 from dataseer.state import DataseerInput, DataseerState
 
 
+RECURSION_LIMIT = 1000
+
+
 def build_graph(
     *,
     model: BaseChatModel | None = None,
@@ -51,7 +54,10 @@ def build_graph(
     builder.add_edge("lookup", "compose")
     builder.add_edge("analysis", "compose")
     builder.add_edge("compose", END)
-    return builder.compile(checkpointer=checkpointer, store=store, name="dataseer")
+    compiled = builder.compile(checkpointer=checkpointer, store=store, name="dataseer")
+    # Each agent loop is several graph steps (middleware hooks are nodes); the
+    # step budget, not LangGraph's default recursion limit of 25, bounds a run.
+    return compiled.with_config(recursion_limit=RECURSION_LIMIT)
 
 
 graph = build_graph()

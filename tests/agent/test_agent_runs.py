@@ -16,6 +16,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from dataseer.config import Settings
+from dataseer.errors import ModelError
 from dataseer.graph import build_graph
 from dataseer.middleware.base_analysis import BUDGET_TAG
 from dataseer.prompt import format_cell
@@ -160,7 +161,9 @@ def test_model_failure_leaves_the_thread_intact(sample_path: Path) -> None:
     ok = build_graph(settings=Settings(), checkpointer=saver)
     _run(ok, {"messages": [HumanMessage("星海远征上个月流水多少？")]}, "broken")
     broken = build_graph(model=Broken(), settings=Settings(), checkpointer=saver)
-    with pytest.raises(RuntimeError, match="provider down"):
+    with pytest.raises(
+        ModelError, match="analyst model 'Broken' failed: RuntimeError: provider down"
+    ):
         _run(broken, {"messages": [HumanMessage("那幻境物语呢")]}, "broken")
     values = ok.get_state({"configurable": {"thread_id": "broken"}}).values
     assert len(values["sql_history"]) == 1

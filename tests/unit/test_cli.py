@@ -46,16 +46,16 @@ def test_clarification_reply_on_the_same_thread(
 
 def test_postgres_checkpointer_keeps_threads(
     sample_path: Path,
-    pg_database: str,
+    pg_scratch: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setenv("DATASEER_DATABASE_URL", pg_database)
+    monkeypatch.setenv("DATASEER_DATABASE_URL", pg_scratch)
     assert main(["ask", "幻境物语上个月DAU"]) == 0
     thread = _thread(capsys.readouterr().out)
     import psycopg
 
-    with psycopg.connect(pg_database) as conn:
+    with psycopg.connect(pg_scratch) as conn:
         row = conn.execute(
             "SELECT count(*) FROM checkpoints WHERE thread_id = %s", (thread,)
         ).fetchone()
@@ -63,17 +63,17 @@ def test_postgres_checkpointer_keeps_threads(
 
 
 def test_sample_command_builds_and_loads(
-    tmp_path: Path, pg_database: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, pg_scratch: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "w.duckdb"
-    assert main(["sample", "--scale", "0.02", "--out", str(out), "--to", pg_database]) == 0
+    assert main(["sample", "--scale", "0.02", "--out", str(out), "--to", pg_scratch]) == 0
     assert "built" in capsys.readouterr().out
     with duckdb.connect(str(out), read_only=True) as con:
         row = con.execute("SELECT count(*) FROM dim_game").fetchone()
     assert row == (6,)
     import psycopg
 
-    with psycopg.connect(pg_database) as conn:
+    with psycopg.connect(pg_scratch) as conn:
         pg_row = conn.execute("SELECT count(*) FROM dim_game").fetchone()
     assert pg_row == (6,)
 

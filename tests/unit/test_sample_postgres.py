@@ -123,20 +123,20 @@ def test_types_and_comments_match(
     )
 
 
-def test_reload_into_schema_replaces_tables(sample_path: Path, pg_database: str) -> None:
-    load_to_postgres(sample_path, pg_database, schema="sample_copy")
-    with psycopg.connect(pg_database, autocommit=True) as c:
+def test_reload_into_schema_replaces_tables(sample_path: Path, pg_scratch: str) -> None:
+    load_to_postgres(sample_path, pg_scratch, schema="sample_copy")
+    with psycopg.connect(pg_scratch, autocommit=True) as c:
         c.execute("DELETE FROM sample_copy.dim_game")
         c.execute("CREATE TABLE sample_copy.keep_me (x int)")
-    load_to_postgres(sample_path, pg_database, schema="sample_copy")
-    with psycopg.connect(pg_database) as c:
+    load_to_postgres(sample_path, pg_scratch, schema="sample_copy")
+    with psycopg.connect(pg_scratch) as c:
         assert c.execute("SELECT count(*) FROM sample_copy.dim_game").fetchone() == (6,)
         assert c.execute("SELECT count(*) FROM sample_copy.keep_me").fetchone() == (0,)
 
 
-def test_missing_file_is_a_datasource_error(tmp_path: Path, pg_database: str) -> None:
+def test_missing_file_is_a_datasource_error(tmp_path: Path, pg_scratch: str) -> None:
     with pytest.raises(DatasourceError, match="not found"):
-        load_to_postgres(tmp_path / "nope.duckdb", pg_database)
+        load_to_postgres(tmp_path / "nope.duckdb", pg_scratch)
 
 
 def test_pg_type_mapping() -> None:

@@ -20,6 +20,7 @@ from langchain.agents.middleware.types import (
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp
+from langgraph.runtime import Runtime
 
 from dataseer.config import get_settings
 from dataseer.errors import DataseerError, ModelError
@@ -55,6 +56,8 @@ class BaseAnalysisState(AgentState[Any]):
     question: NotRequired[str]
     spec: NotRequired[dict[str, Any] | None]
     turn: NotRequired[int]
+    steps: NotRequired[int]
+    """Model turns with tool calls in this run; older tool messages leave the list."""
     scene: NotRequired[str | None]
 
 
@@ -208,10 +211,33 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
         ]
         return markdown_table(["metric", "name", "formula", "table", "time", "dimensions"], rows)
 
+    def before_agent(self, state: BaseAnalysisState, runtime: Runtime[Any]) -> dict[str, Any]:
+        """A new run starts its step count at zero."""
+        return {"steps": 0}
+
+    async def abefore_agent(
+        self, state: BaseAnalysisState, runtime: Runtime[Any]
+    ) -> dict[str, Any]:
+        """Async twin of ``before_agent``."""
+        return self.before_agent(state, runtime)
+
+    def after_model(self, state: BaseAnalysisState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Count a loop when the model asked for tools."""
+        last = state["messages"][-1] if state["messages"] else None
+        if isinstance(last, AIMessage) and last.tool_calls:
+            return {"steps": int(state.get("steps") or 0) + 1}
+        return None
+
+    async def aafter_model(
+        self, state: BaseAnalysisState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of ``after_model``."""
+        return self.after_model(state, runtime)
+
     def _request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         state = dict(request.state)
         prompt = self.build_prompt(state, get_config())
-        steps = steps_taken(request.messages)
+        steps = int(state.get("steps") or 0)
         if steps >= self.budget(state):
             note = partition(
                 BUDGET_TAG,
@@ -228,7 +254,7 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
 
     @staticmethod
     def _mark_phase(request: ModelRequest[Any]) -> None:
-        phase("planning" if steps_taken(request.messages) == 0 else "execution")
+        phase("planning" if not request.state.get("steps") else "execution")
 
     @staticmethod
     def _mark_reporting(response: ModelResponse[Any]) -> None:
@@ -247,7 +273,7 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
         except GraphBubbleUp:
             raise
         except Exception as exc:
-            raise self._model_error(exc) from exc
+            raise self._model_error(exc, request.model) from exc
         self._mark_reporting(response)
         return response
 
@@ -263,11 +289,11 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
         except GraphBubbleUp:
             raise
         except Exception as exc:
-            raise self._model_error(exc) from exc
+            raise self._model_error(exc, request.model) from exc
         self._mark_reporting(response)
         return response
 
-    def _model_error(self, exc: Exception) -> Exception:
+    def _model_error(self, exc: Exception, model: Any) -> Exception:
         """A provider failure as a ``ModelError`` naming tier, model and endpoint.
 
         Errors that are already ours pass through unchanged; the thread's
@@ -276,7 +302,11 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
         if isinstance(exc, DataseerError):
             return exc
         settings = get_settings(get_config())
-        name = settings.model_for("analyst") or "offline analyst"
+        name = (
+            getattr(model, "model_name", None)
+            or settings.model_for("analyst")
+            or type(model).__name__
+        )
         where = f" at {settings.base_url}" if settings.base_url else ""
         msg = (
             f"{self.line} line: analyst model {name!r}{where} failed: {type(exc).__name__}: {exc}. "

@@ -27,6 +27,9 @@ from dataseer.middleware._partitions import current_turn, tool_result
 from dataseer.prompt import format_cell, markdown_table
 from dataseer.state import SqlRecord, merge_sql_history
 
+PROMPT_ROWS = 8
+"""Rows of each full-tier result in the prompt; ``sql_task_detail`` returns the rest."""
+
 NON_RETRYABLE = ("权限", "permission", "denied", "超时", "timed out", "timeout")
 """Error fragments of failures that a rewrite of the same query cannot fix."""
 
@@ -91,8 +94,8 @@ def render_tiers(records: list[SqlRecord], *, full: int = 3, summarized: int = 1
         else:
             body = f"```sql\n{rec['sql']}\n```"
             if rec["ok"]:
-                body += "\n" + markdown_table(rec["columns"], rec["rows"], max_rows=15)
-                if rec["row_count"] > 15:
+                body += "\n" + markdown_table(rec["columns"], rec["rows"], max_rows=PROMPT_ROWS)
+                if rec["row_count"] > PROMPT_ROWS:
                     body += f"\n(sql_task_detail({rec['task_id']}) returns all rows)"
             else:
                 body += f"\nerror: {rec.get('error')}"
