@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from datetime import date
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -77,10 +77,118 @@ class Settings(BaseSettings):
 
     api_key: str | None = None
 
+    dev_user: str | None = None
+    """Development fallback identity when a run names no ``configurable.user_id``.
+
+    Unset in production: a run without an identity then gets no data at all.
+    Set it (``DATASEER_DEV_USER=admin``) on a developer machine or in tests.
+    """
+
+    permissions: str | None = None
+    """Permission store: a YAML file or a ``postgresql://`` URL; unset = the shipped sample."""
+
+    audit_url: str | None = None
+    """PostgreSQL URL for the SQL audit table; unset = ``database_url`` when it is PostgreSQL."""
+
+    guard_mode: Literal["check", "enforce"] = "check"
+    """``check`` denies queries lacking the row filter; ``enforce`` injects it when it can."""
+
+    skills_enabled: str = ""
+    """Skills to enable beyond their ``enabled`` flag (``name`` or ``name@version``, comma list)."""
+
+    skills_disabled: str = ""
+    """Skills to disable here (``name`` or ``name@version``, comma-separated); wins over enabled."""
+
     row_limit: int = 1000
     query_timeout: float = 30.0
     max_steps: int = 30
     deep: bool = False
+
+    frame_ttl_hours: float = 72.0
+    """Datalayer frames unused for this long are deleted (they outlive runs, not weeks)."""
+
+    frame_max_mb: float = 256.0
+    """Largest single frame (Arrow IPC file) a query or the sandbox may store."""
+
+    thread_frames_max_mb: float = 1024.0
+    """All frames of one thread together; past it new frames are refused with a message."""
+
+    thread_max_frames: int = 200
+    """Frames one thread may hold (also bounds the descriptors handed to the sandbox)."""
+
+    sandbox_mechanism: Literal["auto", "namespaces", "rlimits"] = "auto"
+    """Isolation of ``run_python``: ``auto`` = the strongest this machine offers."""
+
+    sandbox_pool_size: int = 2
+    """Pre-warmed idle sandbox workers kept ready, so start-up is off the critical path."""
+
+    sandbox_max_workers: int = 8
+    """Workers bound to threads at once; the least recently used is retired past it."""
+
+    sandbox_wall_seconds: float = 30.0
+    """Wall time of one ``run_python`` call before the parent kills the worker."""
+
+    sandbox_cpu_seconds: int = 20
+    """CPU seconds of one ``run_python`` call (RLIMIT_CPU, checked per call)."""
+
+    sandbox_memory_mb: int = 4096
+    """Address-space limit of a worker (RLIMIT_AS), frames' memory maps included."""
+
+    sandbox_max_processes: int = 64
+    """Processes and threads a worker may have (RLIMIT_NPROC): stops fork bombs."""
+
+    sandbox_output_chars: int = 8000
+    """stdout, stderr and the last value are each truncated to this many characters."""
+
+    auth_dev: bool = False
+    """Development auth (``DATASEER_AUTH_DEV=1`` / ``dataseer serve --dev-auth``).
+
+    Every request without a token acts as one fixed local user (``dev_user``,
+    else ``admin``, with the admin role). Never set it on a shared server.
+    """
+
+    auth_secret: str | None = None
+    """HS256 shared secret of the trusted token issuer; unset = no HS256 tokens."""
+
+    auth_jwks_file: Path | None = None
+    """A JWKS file with the issuer's RS256 public keys; unset = no RS256 tokens."""
+
+    auth_issuer: str | None = None
+    """Required ``iss`` of every token (checked when set)."""
+
+    auth_audience: str | None = None
+    """Required ``aud`` of every token (checked when set)."""
+
+    auth_roles_claim: str = "roles"
+    """Token claim holding the user's roles (a list or a comma-separated string)."""
+
+    auth_admin_role: str = "admin"
+    """The role that sees every user's threads, runs, crons and store items."""
+
+    auth_leeway: float = 10.0
+    """Seconds of clock skew tolerated on ``exp`` / ``nbf`` / ``iat``."""
+
+    max_request_bytes: int = 1_000_000
+    """Largest HTTP request body the server accepts (413 beyond)."""
+
+    max_message_chars: int = 20_000
+    """Longest single input message of a run (413 beyond): a question, not a document."""
+
+    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] = "reject"
+    """What a second run on a busy thread does when the request names no strategy."""
+
+    run_timeout: float = 1800.0
+    """Seconds one server run may take before it is stopped (``DATASEER_RUN_TIMEOUT``)."""
+
+    keepalive_seconds: float = 25.0
+    """Seconds between SSE keepalive comments while a run streams nothing."""
+
+    state_flush_seconds: float = 1.0
+    """Dev runtime only: how often thread and run records are written to disk.
+
+    Checkpoints go to the configured checkpointer synchronously; this bounds
+    what a killed ``langgraph dev`` process can lose of its thread list.
+    """
 
     @field_validator("sample_scale")
     @classmethod

@@ -20,7 +20,6 @@ from dataseer.models.tiers import chat_model
 from dataseer.router import clarify_node, route_node
 from dataseer.state import DataseerInput, DataseerState
 
-
 RECURSION_LIMIT = 1000
 
 

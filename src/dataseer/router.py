@@ -18,7 +18,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command, interrupt
 from pydantic import BaseModel, Field
 
+from dataseer.knowledge.scenes import detect_scene
 from dataseer.knowledge.understand import QuestionSpec, understand
+from dataseer.knowledge.values import value_index_for
 from dataseer.models.tiers import chat_model, is_offline
 from dataseer.prompt import load_prompt, render
 from dataseer.services import Services, services_for
@@ -107,7 +109,13 @@ def resolve(
     services = services_for(dict(config or {}))
     previous_data = state.get("spec")
     previous = QuestionSpec.from_dict(previous_data) if previous_data else None
-    spec = understand(question, services.pack, services.settings.resolved_today, previous)
+    spec = understand(
+        question,
+        services.pack,
+        services.settings.resolved_today,
+        previous,
+        values=value_index_for(services.datasource, services.pack),
+    )
     deep = bool(state.get("deep")) or services.settings.deep
     route = rule_route(spec, deep)
     clarification = clarification_for(spec) if route == "clarify" else ""
@@ -118,6 +126,20 @@ def resolve(
             if route == "clarify":
                 clarification = decision.clarification or clarification_for(spec) or question
     return spec, route, clarification
+
+
+def scene_for(question: str, spec: QuestionSpec, config: RunnableConfig | None) -> str | None:
+    """The run's scene: ``configurable.scene`` when given, else detected from the question."""
+    configured = ((config or {}).get("configurable") or {}).get("scene")
+    if configured:
+        return str(configured)
+    services = services_for(dict(config or {}))
+    return detect_scene(
+        question,
+        services.settings.resolved_prompts_dir,
+        intent=spec.intent,
+        metrics=tuple(m.key for m in spec.metrics),
+    )
 
 
 def route_node(
@@ -132,6 +154,7 @@ def route_node(
         "route": route,
         "todos": [],
         "reflection": None,
+        "scene": scene_for(question, spec, config),
     }
     if route == "clarify":
         update["clarification"] = clarification

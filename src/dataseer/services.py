@@ -17,6 +17,7 @@ from dataseer.config import Settings, get_settings
 from dataseer.data.protocol import Datasource
 from dataseer.knowledge.pack import KnowledgePack
 from dataseer.knowledge.retrieval import KnowledgeIndex
+from dataseer.sql.permission_store import PermissionStore
 
 
 @dataclass
@@ -27,10 +28,24 @@ class Services:
     datasource: Datasource
     pack: KnowledgePack
     index: KnowledgeIndex
+    permission_store: PermissionStore
+    """Who may read what (``Settings.permissions``: YAML file or PostgreSQL)."""
 
 
 _lock = threading.Lock()
-_cache: dict[tuple[str, str], Services] = {}
+_cache: dict[tuple[str, str, str], Services] = {}
+
+
+def _permission_store(
+    settings: Settings, datasource: Datasource, pack: KnowledgePack
+) -> PermissionStore:
+    """The permission store, with base games resolved through ``dim_game`` (else the pack)."""
+    from dataseer.sql.permission_store import open_permission_store, warehouse_games
+
+    bases = {g: b for g, (b, _) in warehouse_games(datasource).items() if b is not None}
+    if not bases:
+        bases = {int(g.id): int(g.base_id) for g in pack.games}
+    return open_permission_store(settings.permissions, game_bases=bases)
 
 
 def _warehouse_spec(settings: Settings) -> str:
@@ -48,16 +63,23 @@ def get_services(settings: Settings | None = None) -> Services:
     configured, so ``dataseer ask`` works on a fresh machine.
     """
     settings = settings or get_settings()
-    key = (settings.warehouse or str(settings.sample_path), str(settings.knowledge_dir or ""))
+    key = (
+        settings.warehouse or str(settings.sample_path),
+        str(settings.knowledge_dir or ""),
+        str(settings.permissions or ""),
+    )
     with _lock:
         found = _cache.get(key)
         if found is not None:
-            return Services(settings, found.datasource, found.pack, found.index)
+            return Services(
+                settings, found.datasource, found.pack, found.index, found.permission_store
+            )
         from dataseer.data.open import open_datasource
 
         datasource = open_datasource(_warehouse_spec(settings))
         pack = KnowledgePack.load(settings.knowledge_dir)
-        services = Services(settings, datasource, pack, KnowledgeIndex(pack))
+        store = _permission_store(settings, datasource, pack)
+        services = Services(settings, datasource, pack, KnowledgeIndex(pack), store)
         _cache[key] = services
         return services
 

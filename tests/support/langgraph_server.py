@@ -18,6 +18,7 @@ server log goes to the same throwaway directory.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -26,8 +27,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -112,6 +114,11 @@ def start_langgraph_dev(
     timeout: float = 90.0,
     isolate_state: bool = True,
     keep_workdir: bool = False,
+    overrides: dict[str, Any] | None = None,
+    workdir: Path | None = None,
+    port: int | None = None,
+    on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
+    allow_blocking: bool = False,
 ) -> Iterator[str]:
     """Run ``langgraph dev`` for ``project_dir`` and yield its base URL.
 
@@ -127,6 +134,16 @@ def start_langgraph_dev(
             module docstring). With ``False`` the server runs in
             ``project_dir`` exactly as a developer would run it.
         keep_workdir: Keep the throwaway directory (log and state) after exit.
+        overrides: Top-level ``langgraph.json`` keys to replace in the copy
+            (``graphs`` is merged); paths in them must be absolute. Needs
+            ``isolate_state``.
+        workdir: Run in this directory (its ``.langgraph_api/`` state and
+            log are reused and kept): restart a killed server on its state.
+        port: Listen here instead of a fresh free port (a restart keeps it).
+        on_start: Called with the server process once it is ready (tests
+            that kill it).
+        allow_blocking: Pass ``--allow-blocking`` (blocking calls in the
+            event loop are then not errors); for diagnosis only.
 
     Yields:
         ``http://127.0.0.1:<port>`` of the running server.
@@ -141,15 +158,24 @@ def start_langgraph_dev(
         msg = f"no {config} in {project_dir}"
         raise FileNotFoundError(msg)
     executable = _langgraph_executable()
-    workdir = Path(tempfile.mkdtemp(prefix="langgraph-dev-"))
+    keep_workdir = keep_workdir or workdir is not None
+    workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="langgraph-dev-"))
     if isolate_state:
         run_config = prepare_workdir(config_path, workdir)
+        if overrides:
+            merged = json.loads(run_config.read_text(encoding="utf-8"))
+            for key, value in overrides.items():
+                if key == "graphs":
+                    merged.setdefault("graphs", {}).update(value)
+                else:
+                    merged[key] = value
+            run_config.write_text(json.dumps(merged, indent=2), encoding="utf-8")
         cwd = workdir
     else:
         run_config = config_path
         cwd = project_dir
     log_path = workdir / "langgraph-dev.log"
-    port = free_port()
+    port = port or free_port()
     base_url = f"http://127.0.0.1:{port}"
     command = [
         str(executable),
@@ -163,8 +189,10 @@ def start_langgraph_dev(
         "--config",
         str(run_config),
     ]
+    if allow_blocking:
+        command.append("--allow-blocking")
     process_env = {**os.environ, **_QUIET_ENV, **(env or {})}
-    with log_path.open("wb") as log:
+    with log_path.open("ab") as log:
         process = subprocess.Popen(
             command,
             cwd=cwd,
@@ -176,6 +204,8 @@ def start_langgraph_dev(
         )
     try:
         _wait_ready(process, base_url, log_path, timeout)
+        if on_start is not None:
+            on_start(process)
         yield base_url
     finally:
         _stop(process)

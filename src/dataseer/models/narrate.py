@@ -15,6 +15,7 @@ from typing import Any
 from dataseer.knowledge.understand import QuestionSpec
 from dataseer.models.offline_plan import PlannedQuery
 from dataseer.prompt import load_prompt, render
+from dataseer.sql.execute import Denial, parse_denial
 
 RATIO_KINDS = frozenset({"ratio", "retention", "funnel"})
 
@@ -326,8 +327,57 @@ def unresolved_reply(spec: QuestionSpec | None, question: str) -> str:
     return render(template, {"question": question})
 
 
-def narrate(spec: QuestionSpec, plan: list[PlannedQuery], records: list[dict[str, Any]]) -> str:
-    """Findings for the whole run, key finding first."""
+def denial_reply(spec: QuestionSpec, denial: Denial) -> str:
+    """A polite, precise reply to a query the user may not run: what, and what they may see.
+
+    The games of the question outside the user's scope are named; the games
+    in scope come from the denial itself (the guard's view, not a guess).
+    """
+    zh = spec.language == "zh"
+    allowed = denial.allowed_games
+    allowed_ids = {g for g, _ in allowed or ()}
+    outside = [g for g in spec.games if allowed is not None and g.id not in allowed_ids]
+    if zh:
+        if outside:
+            names = "、".join(f"「{g.name}」（game_id {g.id}）" for g in outside)
+            text = f"抱歉，{names}不在您的数据权限范围内，所以这个查询没有执行。"
+        else:
+            text = f"抱歉，这个查询没有通过权限检查，所以没有执行：{denial.reason}"
+        if allowed:
+            text += "您目前可以查看的游戏：" + "、".join(f"{n}（{g}）" for g, n in allowed) + "。"
+        elif allowed is not None:
+            text += "您目前没有任何游戏的数据权限。"
+        wanted = "、".join(g.name for g in outside)
+        text += (
+            f"如需查看{wanted}的数据，请联系数据管理员申请权限；也可以就权限范围内的游戏提问。"
+            if outside
+            else "如需访问，请联系数据管理员申请权限。"
+        )
+        return text
+    if outside:
+        names = ", ".join(f"'{g.en_name or g.name}' (game_id {g.id})" for g in outside)
+        text = f"Sorry, {names} is outside your data permissions, so the query did not run. "
+    else:
+        text = f"Sorry, the query did not pass the permission check: {denial.reason} "
+    if allowed:
+        text += "You may query: " + ", ".join(f"{n} ({g})" for g, n in allowed) + ". "
+    elif allowed is not None:
+        text += "You currently have access to no game's data. "
+    return text + "To see more, ask a data administrator for access."
+
+
+def narrate(
+    spec: QuestionSpec,
+    plan: list[PlannedQuery],
+    records: list[dict[str, Any]],
+    *,
+    planned: int | None = None,
+) -> str:
+    """Findings for the whole run, key finding first.
+
+    ``plan`` and ``records`` pair up one to one; ``planned`` is how many
+    queries the full plan had, so a run cut short says so.
+    """
     writer = _Writer(spec)
     methods: dict[str, Callable[[PlannedQuery, list[Row]], str]] = {
         "total": writer.total,
@@ -338,15 +388,21 @@ def narrate(spec: QuestionSpec, plan: list[PlannedQuery], records: list[dict[str
         "funnel": writer.funnel,
     }
     lines: list[str] = []
+    denied = False
     for step, record in zip(plan, records, strict=False):
-        if not record.get("ok"):
+        denial = None if record.get("ok") else parse_denial(record.get("error"))
+        if denial is not None:
+            if not denied:
+                lines.append(denial_reply(spec, denial))
+            denied = True
+        elif not record.get("ok"):
             lines.append(writer.say("failed", purpose=step.purpose, error=record.get("error")))
         elif not record["rows"]:
             key = "no_events" if step.kind == "events" else "empty"
             lines.append(writer.say(key, purpose=step.purpose))
         else:
             lines.append(methods[step.kind](step, _rows(record)))
-    if len(records) < len(plan):
+    if len(records) < (planned if planned is not None else len(plan)) and not denied:
         lines.append(writer.say("partial"))
     lines = [line for line in lines if line]
     headline = writer.headline(plan, records) if spec.intent == "why" else ""

@@ -46,7 +46,12 @@ def absolute_config(config: dict[str, Any], base: Path) -> dict[str, Any]:
             value["path"] = _absolute_spec(value["path"], base)
     if isinstance(out.get("env"), str):
         out["env"] = str((base / out["env"]).resolve())
-    for section, key in (("http", "app"), ("auth", "path")):
+    for section, key in (
+        ("http", "app"),
+        ("auth", "path"),
+        ("checkpointer", "path"),
+        ("store", "path"),
+    ):
         part = out.get(section)
         if isinstance(part, dict) and isinstance(part.get(key), str):
             part[key] = _absolute_spec(part[key], base)

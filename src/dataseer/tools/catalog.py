@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import fnmatch
+from collections.abc import Callable, Mapping
+from typing import Any
+
 from langchain.tools import ToolRuntime
 from langchain_core.tools import tool
 
+from dataseer.knowledge.retrieval import catalog_entries, is_deprecated
+from dataseer.knowledge.values import value_index_for
 from dataseer.prompt import markdown_table
 from dataseer.services import services_for
 
@@ -17,13 +23,54 @@ def search_tables(query: str, runtime: ToolRuntime) -> str:  # noqa: D417  # run
         query: the question or keywords, Chinese or English (e.g. "星海远征 流水 渠道").
     """
     services = services_for(runtime.config)
-    catalog = [(t.name, t.comment) for t in services.datasource.list_tables()]
-    comments = dict(catalog)
+    catalog = catalog_entries(services.datasource)
+    comments = {e.name.lower(): e.comment for e in catalog}
     hits = services.index.search_tables(query, catalog, k=8)
     if not hits:
         return "没有找到相关的表 / no matching tables. Try other keywords."
-    rows = [[name, comments.get(name, ""), f"{score:.2f}"] for name, score in hits]
-    return markdown_table(["table", "comment", "score"], rows)
+    allowed = table_permission_check(services, runtime.config)
+    lines = []
+    for name, _score in hits:
+        comment = comments.get(name, "")
+        marks = ""
+        if is_deprecated(comment, name):
+            marks += " ⚠️deprecated/已废弃"
+        if not allowed(name):
+            marks += " 🔒no access/无权限"
+        lines.append(f"- `{name}`{marks} — {comment}")
+    links = value_index_for(services.datasource, services.pack).link(query)
+    if links:
+        lines.append("\nvalues named in the query / 问题中的取值:")
+        lines += [
+            f"- {lk.text} → `{lk.column}` = '{lk.value}'"
+            + (f" (game_id {lk.code})" if lk.dimension == "game" else "")
+            + f" [{lk.match}]"
+            for lk in links
+        ]
+    return "\n".join(lines)
+
+
+def table_permission_check(
+    services: Any, config: Mapping[str, Any] | None
+) -> Callable[[str], bool]:
+    """Whether the run's user may query a table (fnmatch on ``allowed_tables`` patterns).
+
+    Search still lists forbidden tables, marked, so the model can tell the
+    user what exists and ask for access instead of hunting for a substitute.
+    """
+    try:
+        from dataseer.sql.permission_store import permissions_for_config
+
+        permissions, _problem = permissions_for_config(
+            services.permission_store, config, services.settings
+        )
+    except (ImportError, AttributeError):
+        return lambda _name: True
+    if permissions is None:
+        return lambda _name: False
+    return lambda name: any(
+        fnmatch.fnmatchcase(name.lower(), p.lower()) for p in permissions.allowed_tables
+    )
 
 
 @tool

@@ -21,11 +21,13 @@ import os
 import uuid
 from collections.abc import Iterator
 from datetime import date
+from importlib import resources
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 import pyarrow as pa
+import yaml
 
 from dataseer.data.sample import params
 from dataseer.data.sample.schema import TABLES
@@ -271,6 +273,22 @@ def _funnel_channel_frame() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["channel_id", "c2", "c3", "c4", "c5", "c6"])
 
 
+def announcements_frame(end_date: date) -> pd.DataFrame:
+    """Rows of ``announcements`` (``announcements.yaml``) published on or before ``end_date``."""
+    text = resources.files(__package__).joinpath("announcements.yaml").read_text(encoding="utf-8")
+    rows = sorted(
+        (
+            (int(r["game_id"]), r["ds"], str(r["category"]), str(r["title"]), str(r["content"]))
+            for r in yaml.safe_load(text)
+            if r["ds"] <= end_date
+        ),
+        key=lambda r: (r[1], r[0]),
+    )
+    frame = pd.DataFrame(rows, columns=["game_id", "ds", "category", "title", "content"])
+    frame.insert(0, "announcement_id", range(1, len(frame) + 1))
+    return frame
+
+
 def _populate(con: duckdb.DuckDBPyConnection, scale: float, seed: int, end_date: date) -> None:
     _hash_macros(con, seed)
     game_days = params.game_day_frame(end_date, seed)
@@ -294,6 +312,7 @@ def _populate(con: duckdb.DuckDBPyConnection, scale: float, seed: int, end_date:
     _insert_frame(con, "dim_game", params.dim_game_frame())
     _insert_frame(con, "dim_channel", params.dim_channel_frame())
     _insert_frame(con, "ops_events", params.ops_events_frame(end_date))
+    _insert_frame(con, "announcements", announcements_frame(end_date))
     _insert_frame(
         con,
         "meta_table_lineage",

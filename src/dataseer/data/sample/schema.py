@@ -216,6 +216,25 @@ TABLES: tuple[TableSpec, ...] = (
         ),
     ),
     TableSpec(
+        "announcements",
+        "游戏公告：版本更新说明、维护通知、活动与商城公告、社区公告 / Player-facing "
+        "announcements: patch notes, maintenance notices, event, store and community posts",
+        (
+            _c("announcement_id", "INTEGER", "公告ID（主键） / Announcement id (primary key)"),
+            _GAME,
+            _c("ds", "DATE", "发布日期 / Publish date"),
+            _c(
+                "category",
+                "VARCHAR",
+                "类别：notice 通知、patch 版本更新、maintenance 维护、event 活动、store 商城、"
+                "marketing 推广、community 社区 / Category: notice, patch, maintenance, event, "
+                "store, marketing, community",
+            ),
+            _c("title", "VARCHAR", "公告标题 / Title"),
+            _c("content", "VARCHAR", "公告正文 / Body text"),
+        ),
+    ),
+    TableSpec(
         "meta_table_lineage",
         "表血缘：每个（表，上游表）一行，附生成该表的ETL SQL / Table lineage, one row per "
         "(table, upstream table) with the ETL SQL that builds the table",
