@@ -587,6 +587,29 @@ def _month(m: re.Match[str], today: date) -> tuple[_Build, int | None, bool] | N
     return _month_builder(year, month, today), year, year is None
 
 
+_THIRDS = {"上旬": (1, 10), "中旬": (11, 20), "下旬": (21, 31)}
+
+
+@_rule(rf"(?<!\d){_YEAR_PREFIX}(?P<m>{_MD})\s*月(?:份)?\s*(?P<part>上旬|中旬|下旬)")
+def _month_third(m: re.Match[str], today: date) -> tuple[_Build, int | None, bool] | None:
+    """上旬 / 中旬 / 下旬: days 1-10, 11-20 and 21 to the month's end."""
+    month = _number(m["m"])
+    if not 1 <= month <= 12:
+        return None
+    year = _year_of(m["yp"], today)
+    first_day, last_day = _THIRDS[m["part"]]
+
+    def build(ctx: int | None) -> _Span | None:
+        y = year if year is not None else ctx
+        if y is None:
+            y = _recent_year(month, first_day, today)
+        first, last = _month_span(y, month)
+        end = last if last_day == 31 else first.replace(day=last_day)
+        return _calendar(first.replace(day=first_day), end, "range", today)
+
+    return build, year, year is None
+
+
 @_rule(
     rf"\b(?P<mon>{_MON_EN})\b\.?(?:,?\s+(?:of\s+)?(?P<y>\d{{4}})(?!\d))?"
     rf"|\b(?P<y2>\d{{4}})\s+(?P<mon2>{_MON_EN})\b"
