@@ -26,6 +26,11 @@ test: install
 	$(BIN)/mypy
 	$(BIN)/dataseer skills lint
 	$(BIN)/pytest -q
+	$(MAKE) test-dify
+
+# The Dify plugin, in its own venv (integrations/dify_plugin/.venv), against a real server.
+test-dify: install
+	$(MAKE) -C integrations/dify_plugin test PY=$(PY)
 
 lint: install
 	$(BIN)/ruff check src tests bench

@@ -14,7 +14,15 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ("bench_sample.py", "bench_ask.py", "bench_loop.py")
+SCRIPTS = (
+    "bench_sample.py",
+    "bench_ask.py",
+    "bench_loop.py",
+    "bench_context.py",
+    "bench_guard.py",
+    "bench_sandbox.py",
+    "bench_knowledge.py",
+)
 
 
 def main() -> int:

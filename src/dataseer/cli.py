@@ -278,6 +278,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     workdir = settings.home / "server"
     config = prepare_workdir(Path(args.config), workdir)
     command = serve_command(args.port, args.host, config)
+    if getattr(args, "dev_auth", False):
+        os.environ["DATASEER_AUTH_DEV"] = "1"
+        _print("! dev auth: requests without a token act as the local dev user")
     _print("$ " + " ".join(command))
     os.chdir(workdir)
     os.execvpe(command[0], command, {**os.environ, **QUIET_ENV})
@@ -344,9 +347,19 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8123)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--config", default=str(PROJECT_ROOT / "langgraph.json"))
+    serve.add_argument(
+        "--dev-auth",
+        action="store_true",
+        help="development only: requests without a token act as one fixed local user",
+    )
     serve.set_defaults(func=cmd_serve)
     doctor = sub.add_parser("doctor", help="show settings and check the setup")
     doctor.set_defaults(func=cmd_doctor)
+    from dataseer.observe.graph_draw import add_parser as add_graph_parser
+    from dataseer.server.ops import add_parsers as add_ops_parsers
+
+    add_ops_parsers(sub)
+    add_graph_parser(sub)
     return p
 
 

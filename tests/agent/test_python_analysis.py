@@ -34,10 +34,10 @@ DAU = (
 
 
 def _frame_names(messages: list[BaseMessage]) -> list[str]:
-    """The variable names as the model sees them in the <frames> partition."""
+    """The variable names as the model sees them in <sql_history> (``→ df_...``)."""
     system = next(str(m.content) for m in messages if isinstance(m, SystemMessage))
-    listing = system.split("<frames>", 1)[1].split("</frames>", 1)[0]
-    return re.findall(r"^- (\w+) \(", listing, flags=re.MULTILINE)
+    listing = system.split("\n<sql_history>\n", 1)[1].split("\n</sql_history>", 1)[0]
+    return re.findall(r"^\[task \d+ · turn \d+\] ✓ .*? → (\w+)", listing, flags=re.MULTILINE)
 
 
 def _correlate(messages: list[BaseMessage]) -> AIMessage:

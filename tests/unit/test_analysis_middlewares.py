@@ -69,7 +69,7 @@ def test_tiers_full_then_summaries_then_one_line() -> None:
     blocks = text.split("\n\n")
     assert blocks[0] == "[task 1 · turn 1] ✓ purpose 1 · line 1"  # older than 10: one line
     assert blocks[1] == "[task 2 · turn 1] ✓ purpose 2 · line 2"
-    assert blocks[2].startswith("[task 3 · turn 1] ✓ purpose 3\nsql: SELECT 3 AS x\nresult: sum 3")
+    assert blocks[2] == "[task 3 · turn 1] ✓ purpose 3 · sum 3"  # middle tier: the summary
     assert "```sql\nSELECT 10 AS x" in text and "```sql\nSELECT 9 AS x" not in text
     assert text.count("|x|") == 3
 

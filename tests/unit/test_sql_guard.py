@@ -294,11 +294,4 @@ def test_compiled_metric_sql_covers_every_kind() -> None:
 @pytest.mark.parametrize(("name", "sql"), COMPILED, ids=[n for n, _ in COMPILED])
 def test_compiled_metric_sql_passes_for_analyst_1001(name: str, sql: str) -> None:
     decision: Decision = guard("analyst_1001").check(sql)
-    if decision.code != DecisionCode.OK and name.startswith("retention"):
-        # The retention compiler bounds cohorts with ``(SELECT MAX(ds) FROM
-        # dwd_user_login_di)``, which reads every game's last day: a real leak
-        # for a user limited to one game. Enforce mode repairs it.
-        assert decision.code == DecisionCode.MISSING_ROW_FILTER, decision.reason
-        assert guard("analyst_1001", mode="enforce").check(sql).allowed
-        pytest.xfail("retention SQL reads MAX(ds) across all games (compiler fix pending)")
     assert decision.code == DecisionCode.OK, f"{decision.reason}\n{sql}"

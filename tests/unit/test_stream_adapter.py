@@ -132,7 +132,9 @@ def test_streamed_tokens_append_and_a_repeat_of_the_whole_message_is_dropped() -
 
 def test_root_messages_outside_answer_nodes_are_not_answers() -> None:
     adapter = StreamAdapter()
-    routed = adapter.feed("messages", [ai_chunk('{"route": "lookup"}'), {"langgraph_node": "route"}])
+    routed = adapter.feed(
+        "messages", [ai_chunk('{"route": "lookup"}'), {"langgraph_node": "route"}]
+    )
     assert routed == []
 
 
@@ -183,7 +185,10 @@ def test_sql_event_renders_rows_capped_and_failures_with_the_reason() -> None:
     assert "c\\|d" not in chunk.text and "1 more rows" in chunk.text
     bad = {**ok, "ok": False, "error": "⛔ 权限拒绝 / permission denied\n原因: x", "rows": []}
     (chunk,) = adapter.feed("custom", bad)
-    assert chunk.text.startswith("✗ **3. 按渠道**") and "> ⛔ 权限拒绝 / permission denied 原因: x" in chunk.text
+    assert (
+        chunk.text.startswith("✗ **3. 按渠道**")
+        and "> ⛔ 权限拒绝 / permission denied 原因: x" in chunk.text
+    )
 
 
 def test_chart_is_an_image_kept_aside_and_error_is_a_sentence() -> None:

@@ -320,9 +320,14 @@ class _Compiler:
             where=first_where,
             group_by=["game_id", "uid"],
         )
+        # The last loaded day is read for the same games only: an unfiltered
+        # MAX(ds) would reveal other games' data to a user scoped to a few.
+        last_day = f"SELECT MAX(ds) FROM {table}"
+        if self.game_ids:
+            last_day += f" WHERE game_id IN ({', '.join(str(g) for g in self.game_ids)})"
         cohort_where = [
             f"f.first_ds BETWEEN {_date(period.start)} AND {_date(period.end)}",
-            f"f.first_ds + {offset} <= (SELECT MAX(ds) FROM {table})",
+            f"f.first_ds + {offset} <= ({last_day})",
             *self.conditions(table, metric.dimensions, "l", None),
         ]
         cohort_sql = _select(

@@ -172,8 +172,21 @@ class SkillBook:
         raise SkillError(msg)
 
     def listing(self) -> str:
-        """The prompt lines: one ``- name (vN): description`` per active skill."""
-        return "\n".join(f"- `{s.name}` (v{s.version}): {s.description}" for s in self.active())
+        """The prompt lines: one ``- name (vN): when to use it`` per active skill.
+
+        The "does not" half of a description matters for lint and for
+        ``load_skill``; the prompt only needs the trigger, which keeps the
+        listing short in every loop.
+        """
+        return "\n".join(
+            f"- `{s.name}` (v{s.version}): {_when(s.description)}" for s in self.active()
+        )
+
+
+def _when(description: str) -> str:
+    """The trigger part of a description, without its "does not" clause."""
+    cut = re.split(r"本技能不负责|Does not|It does not", description, maxsplit=1)[0]
+    return cut.strip().rstrip("；;，,") or description
 
 
 def skill_book(

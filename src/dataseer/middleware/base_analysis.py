@@ -169,10 +169,6 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
         }
         for provider in self.providers:
             own[provider.partition] = provider.render(state)
-        if self.line == "analysis":
-            from dataseer.tools.python import frames_partition
-
-            own["frames"] = frames_partition(state.get("sql_history") or [])
         ordered = [tag for tag in PARTITION_ORDER if tag in own]
         ordered += [tag for tag in own if tag not in PARTITION_ORDER]
         return join_partitions([head, *(partition(tag, own[tag]) for tag in ordered)])

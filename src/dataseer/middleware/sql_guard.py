@@ -16,6 +16,7 @@ the floor for every path. Both decisions are audited.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
@@ -151,10 +152,14 @@ class SqlGuardMiddleware(AgentMiddleware[SqlGuardState, Any]):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        """Async twin of ``wrap_tool_call`` (the guard itself is CPU-bound and quick)."""
+        """Async twin of ``wrap_tool_call``.
+
+        The review reads the permission store and writes the audit (blocking
+        I/O), so it runs in a worker thread, never on the event loop.
+        """
         if request.tool_call.get("name") != self.tool_name:
             return await handler(request)
-        allowed, denial, rewritten = self.review(request)
+        allowed, denial, rewritten = await asyncio.to_thread(self.review, request)
         if allowed is None:
             return denial
         result = await handler(allowed)

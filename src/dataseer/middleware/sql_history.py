@@ -48,7 +48,7 @@ class SqlHistoryError(ValueError):
 def compress_sql(sql: str, dialect: str = "duckdb") -> str:
     """One-line SQL without comments or layout, for the prompt's older tiers."""
     try:
-        return sqlglot.transpile(sql, read=dialect, pretty=False, comments=False)[0]
+        return sqlglot.transpile(sql, read=dialect, write=dialect, pretty=False, comments=False)[0]
     except sqlglot.errors.SqlglotError:
         return " ".join(sql.split())
 
@@ -86,11 +86,12 @@ def render_tiers(records: list[SqlRecord], *, full: int = 3, summarized: int = 1
         head = (
             f"[task {rec['task_id']} · turn {rec.get('turn', 0)}] {mark} {rec.get('purpose') or ''}"
         )
+        if rec.get("frame") and rec["ok"]:
+            head += f" → {rec['frame']}"
         if age > summarized:
             out.append(f"{head} · {rec.get('one_line') or summarize(rec)[1]}")
         elif age > full:
-            sql = rec.get("sql_compact") or compress_sql(rec["sql"])
-            out.append(f"{head}\nsql: {sql}\nresult: {rec.get('summary') or summarize(rec)[0]}")
+            out.append(f"{head} · {rec.get('summary') or summarize(rec)[0]}")
         else:
             body = f"```sql\n{rec['sql']}\n```"
             if rec["ok"]:

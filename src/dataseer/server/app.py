@@ -405,8 +405,11 @@ async def health(request: Request) -> JSONResponse:
     )
 
 
+from dataseer.server.wecom.routes import wecom_routes  # noqa: E402  # mounted just below
+
 ROUTES: list[BaseRoute] = [
     Route("/dataseer/health", health, methods=["GET"]),
+    *wecom_routes(),  # /wecom/callback: the WeCom intelligent bot (DATASEER_WECOM_*)
 ]
 """dataseer's own routes. Mount more here (chat bots, plugins); they share the error shape."""
 

@@ -58,21 +58,6 @@ def store_query_frame(
     return f"\nrun_python variable: {info.describe()}{more}"
 
 
-def frames_partition(records: list[SqlRecord], limit: int = 20) -> str:
-    """The ``<frames>`` partition: query results usable in run_python, by variable name.
-
-    Rendered from state alone (names, shapes, columns; never rows), because
-    the run_sql observations that first named them leave the message list.
-    """
-    lines = [
-        f"- {r['frame']} ({r['row_count']} rows × {len(r['columns'])} cols: "
-        f"{', '.join(r['columns'])}) — task {r['task_id']} {r.get('purpose') or ''}".rstrip()
-        for r in records
-        if r.get("frame") and r["ok"]
-    ]
-    return "\n".join(lines[-limit:])
-
-
 def frames_listing(frames: list[FrameInfo]) -> str:
     """The frames a snippet may use, one line each (names, shapes, columns)."""
     return "\n".join(f"- {f.describe()}" for f in frames)

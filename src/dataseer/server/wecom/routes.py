@@ -324,11 +324,12 @@ class WeComBot:
         adapter = StreamAdapter()
         try:
             client = self._client_factory()
-            thread = await client.threads.create(
+            await client.threads.create(
                 thread_id=thread_id,
                 if_exists="do_nothing",
                 metadata={"owner": user.user_id, "source": "wecom"},
             )
+            thread = await client.threads.get(thread_id)
             payload: dict[str, Any] = {"input": {"messages": [{"role": "user", "content": text}]}}
             if thread.get("status") == "interrupted":
                 payload = {"command": {"resume": text}}

@@ -1,0 +1,1 @@
+"""dataseer for Dify: thread mapping, the run bridge and the vendored stream adapter."""
