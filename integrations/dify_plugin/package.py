@@ -51,7 +51,9 @@ def validate(root: Path = HERE) -> PluginConfiguration:
         for provider_path in manifest.plugins.tools:
             data = yaml.safe_load((root / provider_path).read_text("utf-8"))
             provider = ToolProviderConfiguration.model_validate(data)
-            sources = [provider.extra.python.source] + [t.extra.python.source for t in provider.tools]
+            sources = [provider.extra.python.source] + [
+                t.extra.python.source for t in provider.tools
+            ]
             for source in sources:
                 if not (root / source).is_file():
                     msg = f"{provider_path} names {source}, which does not exist"

@@ -33,7 +33,9 @@ def auth_server(server_warehouse: Path, pg_database: str) -> Iterator[AuthServer
         yield server
 
 
-def client(server: AuthServer, user: str, roles: tuple[str, ...] = ("analyst",)) -> SyncLangGraphClient:
+def client(
+    server: AuthServer, user: str, roles: tuple[str, ...] = ("analyst",)
+) -> SyncLangGraphClient:
     return get_sync_client(url=server.url, headers=server.headers(user, roles), timeout=120)
 
 
@@ -73,7 +75,9 @@ def alice_thread(auth_server: AuthServer) -> dict[str, Any]:
     )
     alice.runs.join(tid, run["run_id"])
     alice.store.put_item(["notes"], "q1", {"text": "mine"})
-    cron = alice.crons.create_for_thread(tid, "dataseer", schedule="0 0 1 1 *", input=user_msg(QUESTION))
+    cron = alice.crons.create_for_thread(
+        tid, "dataseer", schedule="0 0 1 1 *", input=user_msg(QUESTION)
+    )
     return {"thread_id": tid, "run_id": run["run_id"], "cron_id": cron["cron_id"]}
 
 
@@ -86,7 +90,8 @@ def test_missing_forged_expired_and_foreign_tokens_are_401_in_one_shape(
         "missing": None,
         "not bearer": f"Basic {auth_server.token(ALICE)}",
         "garbage": "Bearer not.a.jwt",
-        "forged": "Bearer " + auth_server.token(ALICE, secret="someone-elses-secret-0123456789abcdef"),
+        "forged": "Bearer "
+        + auth_server.token(ALICE, secret="someone-elses-secret-0123456789abcdef"),
         "expired": "Bearer " + auth_server.token(ALICE, ttl=-120),
         "wrong issuer": "Bearer " + auth_server.token(ALICE, issuer="https://evil.invalid"),
         "wrong audience": "Bearer " + auth_server.token(ALICE, audience="other-app"),

@@ -128,7 +128,8 @@ def test_a_second_run_on_a_busy_thread_is_rejected_or_enqueued(
         time.sleep(0.2)
 
     second = http.post(
-        f"/threads/{tid}/runs", json={"assistant_id": "dataseer", "input": user_msg("按渠道拆开看看")}
+        f"/threads/{tid}/runs",
+        json={"assistant_id": "dataseer", "input": user_msg("按渠道拆开看看")},
     )
     assert second.status_code == 409
     assert error_of(second)["code"] == "conflict"

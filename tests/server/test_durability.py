@@ -83,26 +83,35 @@ def test_kill_9_mid_run_then_restart_resumes_from_postgres(
     with server(env, workdir, port, processes) as url:
         client = get_sync_client(url=url, headers=headers, timeout=120)
         tid = client.threads.create()["thread_id"]
-        run = client.runs.create(tid, "slow", input={"messages": [{"role": "user", "content": QUESTION}]})
-        deadline = time.monotonic() + 180
-        seen: list[dict[str, Any]] = []
-        while True:
-            assert time.monotonic() < deadline, "the query never ran"
-            state = client.threads.get_state(tid)
-            if state["values"] and state["values"].get("sql_history"):
-                seen = list(client.threads.get_history(tid, limit=200))
-                break
-            time.sleep(0.3)
-        assert client.runs.get(tid, run["run_id"])["status"] == "running"
-        time.sleep(2.0)  # past the 1 s flush of the dev runtime's thread records
-        os.killpg(processes[0].pid, signal.SIGKILL)
-        processes[0].wait(timeout=30)
+        seen: list[Any] = []
+        run_id = ""
+        with contextlib.suppress(Exception):  # the stream breaks when the server dies
+            for part in client.runs.stream(
+                tid,
+                "slow",
+                input={"messages": [{"role": "user", "content": QUESTION}]},
+                stream_mode=["custom"],
+                stream_subgraphs=True,
+            ):
+                if part.event == "metadata":
+                    run_id = part.data["run_id"]
+                data = part.data
+                if isinstance(data, dict) and data.get("type") == "sql":
+                    # The query ran; the analyst now thinks for 3 s before answering.
+                    seen = list(client.threads.get_history(tid, limit=200))
+                    assert client.runs.get(tid, run_id)["status"] == "running"
+                    time.sleep(1.5)  # past the 1 s flush of the dev runtime's thread records
+                    os.killpg(processes[0].pid, signal.SIGKILL)
+                    processes[0].wait(timeout=30)
+                    break
+        assert seen, "the query never ran"
+        assert processes[0].returncode == -signal.SIGKILL
 
     killed_at = {h["checkpoint"]["checkpoint_id"] for h in seen}
     with server(env, workdir, port, processes) as url:
         client = get_sync_client(url=url, headers=headers, timeout=300)
-        client.runs.join(tid, run["run_id"])
-        final = client.runs.get(tid, run["run_id"])
+        client.runs.join(tid, run_id)
+        final = client.runs.get(tid, run_id)
         state = client.threads.get_state(tid)
         history = list(client.threads.get_history(tid, limit=500))
 

@@ -127,7 +127,9 @@ def test_a_run_streams_through_nginx_event_by_event(
         tid = http.post("/threads", json={}).json()["thread_id"]
         body = {
             "assistant_id": "slow",
-            "input": {"messages": [{"role": "user", "content": "星海远征上个月流水多少？ [sleep=2]"}]},
+            "input": {
+                "messages": [{"role": "user", "content": "星海远征上个月流水多少？ [sleep=2]"}]
+            },
             "stream_mode": ["updates", "custom"],
         }
         started = time.monotonic()
@@ -138,7 +140,9 @@ def test_a_run_streams_through_nginx_event_by_event(
             for line in response.iter_lines():
                 seen.append((time.monotonic() - started, line))
         ended = time.monotonic() - started
-        error = http.post("/threads", content=b"{nope", headers={"content-type": "application/json"})
+        error = http.post(
+            "/threads", content=b"{nope", headers={"content-type": "application/json"}
+        )
 
     events = [(t, line) for t, line in seen if line.startswith("event:")]
     first_event = events[0][0]

@@ -93,7 +93,10 @@ def test_fork_with_a_patched_state_changes_the_outcome_and_keeps_the_old_branch(
     assert sql_count(after) >= 3
     assert after["messages"][-1]["content"] != before["messages"][-1]["content"]
 
-    ids = [h["checkpoint"]["checkpoint_id"] for h in client.threads.get_history(answered_thread, limit=200)]
+    ids = [
+        h["checkpoint"]["checkpoint_id"]
+        for h in client.threads.get_history(answered_thread, limit=200)
+    ]
     assert checkpoint in ids  # the original branch is still there to go back to
 
     replayed = cli_json(capsys, "threads", "replay", answered_thread, checkpoint)
@@ -106,12 +109,16 @@ def test_patch_repairs_a_stuck_thread(
 ) -> None:
     client = get_sync_client(url=as_user.url, headers=as_user.headers(USER), timeout=120)
     tid = client.threads.create()["thread_id"]
-    client.runs.create(tid, "slow", input={"messages": [{"role": "user", "content": f"{QUESTION} [sleep=30]"}]})
+    client.runs.create(
+        tid, "slow", input={"messages": [{"role": "user", "content": f"{QUESTION} [sleep=30]"}]}
+    )
     result = cli_json(capsys, "threads", "patch", tid, "--cancel", "--values", '{"deep": false}')
     assert len(result["cancelled"]) == 1
     assert result["checkpoint_id"]
     assert result["status"] != "busy"
-    done = client.runs.wait(tid, "dataseer", input={"messages": [{"role": "user", "content": QUESTION}]})
+    done = client.runs.wait(
+        tid, "dataseer", input={"messages": [{"role": "user", "content": QUESTION}]}
+    )
     assert isinstance(done, dict) and done["messages"][-1]["type"] == "ai"
 
 

@@ -12,8 +12,7 @@ from dataseer.knowledge.pack import KnowledgePack
 from dataseer.knowledge.understand import understand
 from dataseer.lines.agents import build_line, middleware_stack
 from dataseer.middleware import BaseAnalysisMiddleware, MessageCleanupMiddleware
-from dataseer.middleware.base_analysis import BaseAnalysisError, steps_taken
-from dataseer.middleware.sql_history import render_tiers
+from dataseer.middleware.base_analysis import BaseAnalysisError
 from dataseer.middleware.message_cleanup import removable_ids
 from dataseer.models.offline import OfflineAnalyst
 
@@ -67,9 +66,13 @@ def test_cleanup_never_orphans_an_unanswered_call() -> None:
     assert MessageCleanupMiddleware().after_agent({"messages": [call]}, None) is None  # type: ignore[arg-type]
 
 
-def test_steps_count_only_this_run() -> None:
-    messages = [HumanMessage("old"), _call("a"), HumanMessage("new"), _call("b"), _call("c")]
-    assert steps_taken(messages) == 2
+def test_steps_count_model_turns_with_tool_calls() -> None:
+    mw = BaseAnalysisMiddleware("analysis")
+    assert mw.before_agent({"messages": []}, None) == {"steps": 0}  # type: ignore[arg-type]
+    state = {"messages": [HumanMessage("q"), _call("a")], "steps": 2}
+    assert mw.after_model(state, None) == {"steps": 3}  # type: ignore[arg-type]
+    final = {"messages": [HumanMessage("q"), AIMessage("answer")], "steps": 3}
+    assert mw.after_model(final, None) is None  # type: ignore[arg-type]
 
 
 def test_budget_grows_with_open_todos_up_to_the_cap() -> None:

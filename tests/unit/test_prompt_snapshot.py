@@ -26,15 +26,31 @@ def _check(name: str, text: str) -> None:
     path = SNAPSHOTS / name
     if os.environ.get("UPDATE_SNAPSHOTS") == "1" or not path.exists():
         path.write_text(text, encoding="utf-8")
-    assert text == path.read_text(encoding="utf-8"), f"{name} changed; run `make snapshots` if intended"
+    assert text == path.read_text(encoding="utf-8"), (
+        f"{name} changed; run `make snapshots` if intended"
+    )
 
 
 def _state() -> dict:
-    spec = understand("为什么星海远征8月流水暴涨？", KnowledgePack.load(), get_settings().resolved_today)
+    spec = understand(
+        "为什么星海远征8月流水暴涨？", KnowledgePack.load(), get_settings().resolved_today
+    )
     records = [
-        {"task_id": i, "turn": 1, "purpose": f"查询 {i}", "sql": f"SELECT {i} AS n", "ok": True,
-         "error": None, "columns": ["n"], "rows": [[i]], "row_count": 1, "truncated": False,
-         "elapsed": 0.0, "summary": f"n={i}", "one_line": f"n={i}"}
+        {
+            "task_id": i,
+            "turn": 1,
+            "purpose": f"查询 {i}",
+            "sql": f"SELECT {i} AS n",
+            "ok": True,
+            "error": None,
+            "columns": ["n"],
+            "rows": [[i]],
+            "row_count": 1,
+            "truncated": False,
+            "elapsed": 0.0,
+            "summary": f"n={i}",
+            "one_line": f"n={i}",
+        }
         for i in range(1, 13)
     ]
     return {
@@ -42,8 +58,10 @@ def _state() -> dict:
         "question": "为什么星海远征8月流水暴涨？",
         "spec": spec.to_dict(),
         "turn": 1,
-        "todos": [{"id": "t1", "content": "确认变化", "status": "completed"},
-                  {"id": "t2", "content": "按维度拆解", "status": "in_progress"}],
+        "todos": [
+            {"id": "t1", "content": "确认变化", "status": "completed"},
+            {"id": "t2", "content": "按维度拆解", "status": "in_progress"},
+        ],
         "sql_history": records,
         "tables_info": {"dim_game": "## dim_game\n游戏维表"},
         "reflection": "皮肤贡献最大，需要核对运营事件",
@@ -59,5 +77,10 @@ def test_tool_schemas_snapshot() -> None:
     tools = list(ANALYSIS_TOOLS)
     for mw in middleware_stack("analysis"):
         tools.extend(getattr(mw, "tools", []))
-    schemas = sorted((convert_to_openai_tool(t) for t in tools), key=lambda s: s["function"]["name"])
-    _check("analysis_tools.json", json.dumps(schemas, ensure_ascii=False, indent=2, sort_keys=True) + "\n")
+    schemas = sorted(
+        (convert_to_openai_tool(t) for t in tools), key=lambda s: s["function"]["name"]
+    )
+    _check(
+        "analysis_tools.json",
+        json.dumps(schemas, ensure_ascii=False, indent=2, sort_keys=True) + "\n",
+    )

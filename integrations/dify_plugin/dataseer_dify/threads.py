@@ -11,6 +11,7 @@ The no-op ``DO UPDATE`` (rather than ``DO NOTHING``) is what makes
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 import psycopg
@@ -47,11 +48,8 @@ class ThreadMap:
 
     def setup(self) -> None:
         """Create the table if needed (idempotent, safe to race)."""
-        with self._connect() as conn:
-            try:
-                conn.execute(DDL)
-            except psycopg.errors.UniqueViolation:
-                pass  # another process created the table at the same instant
+        with self._connect() as conn, contextlib.suppress(psycopg.errors.UniqueViolation):
+            conn.execute(DDL)  # a concurrent CREATE may still collide on the type name
         self._ready = True
 
     def thread_for(self, conversation_id: str) -> str:

@@ -21,7 +21,9 @@ def test_package_builds_validates_and_imports(tmp_path: Path) -> None:
     assert {"manifest.yaml", "main.py", "requirements.txt", "_assets/icon.svg"} <= names
     assert {"provider/dataseer.yaml", "provider/dataseer.py", "tools/ask_dataseer.py"} <= names
     assert "dataseer_dify/stream_adapter.py" in names
-    assert not [n for n in names if n.startswith((".venv/", "tests/", "dist/")) or "__pycache__" in n]
+    assert not [
+        n for n in names if n.startswith((".venv/", "tests/", "dist/")) or "__pycache__" in n
+    ]
     package.validate(tmp_path / "unpacked")
     check = (
         "import provider.dataseer as p, tools.ask_dataseer as t;"

@@ -12,11 +12,12 @@ import uuid
 from typing import Any
 
 import pytest
+from dify_plugin.entities.tool import ToolInvokeMessage
+from dify_plugin.errors.tool import ToolProviderCredentialValidationError
+
 from dataseer_dify.bridge import ask, client_for
 from dataseer_dify.stream_adapter import DETAILS_FOLD
 from dataseer_dify.threads import ThreadMap
-from dify_plugin.entities.tool import ToolInvokeMessage
-from dify_plugin.errors.tool import ToolProviderCredentialValidationError
 from provider.dataseer import DataseerProvider
 from tools.ask_dataseer import AskDataseerTool
 
@@ -38,9 +39,7 @@ def invoke(creds: dict[str, str], conversation: str | None, **params: Any) -> li
 
 
 def text_of(messages: list[ToolInvokeMessage]) -> str:
-    return "".join(
-        m.message.text for m in messages if m.type == ToolInvokeMessage.MessageType.TEXT
-    )
+    return "".join(m.message.text for m in messages if m.type == ToolInvokeMessage.MessageType.TEXT)
 
 
 def test_denied_game_streams_the_polite_scope_answer_for_the_tokens_user(
@@ -122,7 +121,10 @@ def test_charts_leave_as_png_blobs_between_text_pieces() -> None:
     parts = [
         ("metadata", {"run_id": "r1"}),
         ("custom|analysis:1", {"type": "phase", "phase": "execution"}),
-        ("custom|analysis:1", {"type": "chart", "path": "/srv/x.png", "base64": base64.b64encode(png).decode()}),
+        (
+            "custom|analysis:1",
+            {"type": "chart", "path": "/srv/x.png", "base64": base64.b64encode(png).decode()},
+        ),
         ("messages", [{"type": "ai", "id": "a", "content": "答案"}, {"langgraph_node": "compose"}]),
     ]
     pieces = list(ask(RecordedClient(parts), "q", "t"))

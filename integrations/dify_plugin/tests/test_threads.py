@@ -6,6 +6,7 @@ import threading
 import uuid
 
 import psycopg
+
 from dataseer_dify.threads import TABLE, ThreadMap
 
 

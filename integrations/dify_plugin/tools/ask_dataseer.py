@@ -24,9 +24,11 @@ class AskDataseerTool(Tool):
         conversation = str(
             tool_parameters.get("conversation_id") or self.session.conversation_id or ""
         )
-        thread_id = ThreadMap(credentials["threads_database_url"]).thread_for(conversation) if (
-            conversation
-        ) else None
+        thread_id = (
+            ThreadMap(credentials["threads_database_url"]).thread_for(conversation)
+            if (conversation)
+            else None
+        )
         client = client_for(credentials["server_url"], credentials["api_token"])
         thinking = tool_parameters.get("show_thinking")
         charts = 0

@@ -93,17 +93,6 @@ class BaseAnalysisError(ValueError):
     """The middleware was configured with an impossible budget."""
 
 
-def steps_taken(messages: list[Any]) -> int:
-    """Model turns with tool calls since the latest question (this run's loops)."""
-    count = 0
-    for message in reversed(messages):
-        if isinstance(message, HumanMessage):
-            break
-        if isinstance(message, AIMessage) and message.tool_calls:
-            count += 1
-    return count
-
-
 class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
     """Outermost layer: prompt rebuilt from state each loop, adaptive step budget.
 
@@ -231,7 +220,7 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
         return self.after_model(state, runtime)
 
     def _request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
-        state = dict(request.state)
+        state: dict[str, Any] = dict(request.state)
         prompt = self.build_prompt(state, get_config())
         steps = int(state.get("steps") or 0)
         if steps >= self.budget(state):

@@ -354,7 +354,11 @@ def tune_runtime(settings: Settings) -> list[str]:
     setting them here takes effect for every later run and stream. Returns
     what was applied, for the start-up log.
     """
+    import sys
+
     applied: list[str] = []
+    if "langgraph_api.config" not in sys.modules:  # not inside a LangGraph server
+        return applied
     try:
         from langgraph_api import sse, worker
 
