@@ -56,6 +56,11 @@ def build_graph(
     compiled = builder.compile(checkpointer=checkpointer, store=store, name="dataseer")
     # Each agent loop is several graph steps (middleware hooks are nodes); the
     # step budget, not LangGraph's default recursion limit of 25, bounds a run.
+    from dataseer.observe.tracing import tracing_callbacks
+
+    callbacks = tracing_callbacks()  # Langfuse when its keys are set; nothing otherwise
+    if callbacks:
+        return compiled.with_config(recursion_limit=RECURSION_LIMIT, callbacks=callbacks)
     return compiled.with_config(recursion_limit=RECURSION_LIMIT)
 
 

@@ -63,7 +63,7 @@ def server(
                     workdir=workdir,
                     port=port,
                     on_start=processes.append,
-                    allow_blocking=os.environ.get("DATASEER_TEST_ALLOW_BLOCKING") == "1",
+                    allow_blocking=os.environ.get("DS_TEST_ALLOW_BLOCKING") == "1",
                 )
             )
         yield url

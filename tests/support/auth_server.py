@@ -100,7 +100,7 @@ def shared_auth_server(warehouse: Path, database_url: str) -> Iterator[AuthServe
                     env=env,
                     timeout=240,
                     overrides={"graphs": {"slow": SLOW_GRAPH}},
-                    allow_blocking=os.environ.get("DATASEER_TEST_ALLOW_BLOCKING") == "1",
+                    allow_blocking=os.environ.get("DS_TEST_ALLOW_BLOCKING") == "1",
                 )
             )
         _shared.update(server=AuthServer(url, warehouse, database_url, env), stack=stack, users=0)

@@ -271,6 +271,12 @@ def test_numbers_are_checked_against_results(text: str, bad: list[str]) -> None:
     assert ungrounded(text, records) == bad
 
 
+def test_numbers_from_a_refusal_and_the_resolved_games_are_grounded() -> None:
+    refused = [{"ok": False, "error": "⛔ permission denied: game_id IN (1002) not in scope (1001)"}]
+    assert ungrounded("1002 不在范围内，您可以查看 1001", refused) == []
+    assert ungrounded("1003 也不行", refused) == ["1003"]
+
+
 def test_stated_numbers_skip_dates_and_versions() -> None:
     assert [raw for raw, _ in stated_numbers("2026-08-05 SDK 3.2.0 流水 1,234.5万 task 3")] == [
         "1,234.5万"

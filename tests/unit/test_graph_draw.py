@@ -37,3 +37,13 @@ def test_svg_through_the_cli(tmp_path: Path, sample_path: Path) -> None:
     out = tmp_path / "graph.svg"
     assert main(["graph", "--out", str(out)]) == 0
     assert out.read_text().lstrip().startswith("<?xml") and "<svg" in out.read_text()
+
+
+def test_tracing_is_off_and_silent_without_all_langfuse_keys() -> None:
+    from dataseer.observe.tracing import langfuse_enabled, tracing_callbacks
+
+    assert tracing_callbacks({}) == []
+    partial = {"LANGFUSE_PUBLIC_KEY": "pk", "LANGFUSE_SECRET_KEY": "sk"}
+    assert not langfuse_enabled(partial)
+    assert tracing_callbacks(partial) == []
+    assert langfuse_enabled({**partial, "LANGFUSE_HOST": "http://langfuse.internal"})

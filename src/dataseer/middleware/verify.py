@@ -71,6 +71,8 @@ def grounded_values(records: list[dict[str, Any]], question: str = "") -> list[f
     values: set[float] = {v for _, v in stated_numbers(question)}
     for rec in records:
         if not rec.get("ok"):
+            # a refusal or an error names ids and limits the answer may repeat
+            values.update(v for _, v in stated_numbers(str(rec.get("error") or "")))
             continue
         columns: dict[int, list[float]] = {}
         for row in rec.get("rows") or []:
@@ -149,7 +151,9 @@ class VerifyMiddleware(AgentMiddleware[VerifyState, Any]):
         data: dict[str, Any] = dict(state)
         turn = current_turn(data)
         records = [r for r in data.get("sql_history") or [] if r.get("turn") == turn]
-        question = str(data.get("question") or _question(state))
+        spec = data.get("spec") or {}
+        ids = " ".join(str(g.get("id", "")) for g in spec.get("games") or [])
+        question = f"{data.get('question') or _question(state)} {ids}"
         missing = ungrounded(str(last.content), records, question)
         if not missing:
             return {"verify_note": None} if state.get("verify_note") else None
