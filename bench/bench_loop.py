@@ -39,15 +39,15 @@ _ids = itertools.count(1)
 
 
 class LoopModel(BaseChatModel):
-    """Calls ``think`` until this run has ``loops`` tool results, then answers.
+    """Calls ``think`` ``loops`` times in a run, then answers.
 
-    It is stateless across runs (it counts the tool results after the latest
-    human message), and stamps the time of every call so the caller can cut
-    a run into loops.
+    A call with no tool result after the latest human message starts a new
+    run; every call is stamped so the caller can cut a run into loops.
     """
 
     loops: int = 8
     stamps: list[float] = Field(default_factory=list)
+    calls: int = 0
 
     @property
     def _llm_type(self) -> str:
@@ -65,11 +65,15 @@ class LoopModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         self.stamps.append(time.perf_counter())
-        done = 0
+        fresh = True
         for message in reversed(messages):
             if isinstance(message, HumanMessage):
                 break
-            done += isinstance(message, ToolMessage)
+            fresh = fresh and not isinstance(message, ToolMessage)
+        # dataseer drops older tool messages, so count this run's calls instead
+        self.calls = 0 if fresh else self.calls
+        done = self.calls
+        self.calls += 1
         if done < self.loops:
             call = {
                 "name": "think",
@@ -93,7 +97,7 @@ def one_run(agent: Any, model: LoopModel, payload: dict[str, Any]) -> tuple[list
     """Invoke once; return the loop samples and the time spent outside the loops."""
     model.stamps.clear()
     start = time.perf_counter()
-    state = agent.invoke(payload, {"recursion_limit": 10 * model.loops + 20})
+    state = agent.invoke(payload, {"recursion_limit": 1000})
     end = time.perf_counter()
     stamps = list(model.stamps)
     if len(stamps) != model.loops + 1 or "answered" not in str(state["messages"][-1].content):

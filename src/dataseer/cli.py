@@ -183,15 +183,17 @@ def loop_stats(entries: list[dict[str, Any]]) -> str:
         sandbox = sum(t["seconds"] for t in inside if t["kind"] == "sandbox")
         other = sum(t["seconds"] for t in inside if t["kind"] == "tool")
         framework = max(0.0, stop - model["at"] - model["seconds"] - sql - sandbox - other)
-        rows.append([
-            i + 1,
-            model.get("prompt_tokens", 0),
-            ", ".join(model.get("tools") or []) or "(answer)",
-            f"{model['seconds'] * 1000:.1f}",
-            f"{sql * 1000:.1f}",
-            f"{sandbox * 1000:.1f}",
-            f"{(other + framework) * 1000:.1f}",
-        ])
+        rows.append(
+            [
+                i + 1,
+                model.get("prompt_tokens", 0),
+                ", ".join(model.get("tools") or []) or "(answer)",
+                f"{model['seconds'] * 1000:.1f}",
+                f"{sql * 1000:.1f}",
+                f"{sandbox * 1000:.1f}",
+                f"{(other + framework) * 1000:.1f}",
+            ]
+        )
     columns = ["loop", "prompt tokens", "tools", "model ms", "SQL ms", "sandbox ms", "framework ms"]
     return markdown_table(columns, rows)
 

@@ -7,6 +7,7 @@ tokens of two analysts and an admin.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -242,7 +243,7 @@ def test_keepalive_comments_flow_while_the_model_is_silent(auth_server: AuthServ
     assert "event: end" not in events[:-1]
     # The model sleeps 4 s per call with nothing to stream; keepalive is 1 s here.
     assert len(beats) >= 3
-    gaps = [b - a for a, b in zip(beats, beats[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(beats)]
     assert max(gaps) < 3.0
 
 

@@ -17,6 +17,7 @@ from dataseer.knowledge.research import (
     ops_events_digest,
     research_scope,
     run_research,
+    scoped_games,
 )
 
 TODAY = date(2026, 11, 29)
@@ -103,3 +104,33 @@ def test_announcements_table_and_digest(source: DuckDBSource) -> None:
     assert keyword and all("华为" in r["title"] + r["content"] for r in keyword)
     digest = ops_events_digest(source, [1001], date(2026, 8, 1), date(2026, 8, 31))
     assert "夏日祭" in digest and "幻境物语" not in digest
+
+
+@pytest.mark.parametrize(
+    ("requested", "allowed", "expected"),
+    [
+        ((1002,), None, (1002,)),
+        ((), None, ()),
+        ((1002,), (1001,), None),
+        ((), (1001,), (1001,)),
+        ((1001, 1002), (1001,), (1001,)),
+        ((), (), None),
+    ],
+)
+def test_scoped_games(requested: tuple, allowed: tuple | None, expected: tuple | None) -> None:
+    assert scoped_games(requested, allowed) == expected
+
+
+def test_research_stays_inside_the_users_game_scope(source: DuckDBSource) -> None:
+    cache = ResearchCache(ttl_seconds=60)
+    everyone = _run(source, cache)
+    scoped = _run(source, cache, allowed_games=(1001,))
+    assert not scoped.cached  # another scope is another cache entry
+    assert "3.5版本更新" in everyone.text
+    assert "幻境物语" not in scoped.text and "3.5版本更新" not in scoped.text
+    assert (
+        announcements_between(
+            source, [1002], date(2026, 10, 1), date(2026, 10, 31), allowed=(1001,)
+        )
+        == []
+    )

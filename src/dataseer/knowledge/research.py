@@ -78,15 +78,43 @@ def research_scope(topic: str, question: str, pack: KnowledgePack, today: date) 
     return Scope(games, start - margin, end + margin)
 
 
+def scoped_games(requested: Sequence[int], allowed: Sequence[int] | None) -> tuple[int, ...] | None:
+    """The games a read may touch: the request within the user's scope.
+
+    ``allowed`` is ``None`` for users who may see every game; an empty request
+    then means all games (``()``). For scoped users an empty request means
+    their whole scope, and ``None`` comes back when nothing is left (read
+    nothing).
+    """
+    ids = tuple(int(g) for g in requested)
+    if allowed is None:
+        return ids
+    scope = tuple(int(g) for g in allowed)
+    kept = tuple(g for g in ids if g in scope) if ids else scope
+    return kept or None
+
+
 def _ids_sql(game_ids: Sequence[int]) -> str:
     ids = [int(g) for g in game_ids]
     return f" AND e.game_id IN ({', '.join(str(g) for g in ids)})" if ids else ""
 
 
 def ops_events_between(
-    datasource: Datasource, game_ids: Sequence[int], start: date, end: date
+    datasource: Datasource,
+    game_ids: Sequence[int],
+    start: date,
+    end: date,
+    allowed: Sequence[int] | None = None,
 ) -> list[dict[str, Any]]:
-    """Ops events overlapping ``[start, end]`` for these games (all games when empty)."""
+    """Ops events overlapping ``[start, end]`` for these games (all games when empty).
+
+    ``allowed`` is the user's game scope (``None`` = every game); events of
+    other games are never read.
+    """
+    scoped = scoped_games(game_ids, allowed)
+    if scoped is None:
+        return []
+    game_ids = scoped
     sql = (
         "SELECT e.game_id, g.game_name, e.start_ds, e.end_ds, e.event_type, e.title, "
         "e.description FROM ops_events AS e LEFT JOIN dim_game AS g ON g.game_id = e.game_id "
@@ -102,8 +130,16 @@ def announcements_between(
     start: date,
     end: date,
     keyword: str = "",
+    allowed: Sequence[int] | None = None,
 ) -> list[dict[str, Any]]:
-    """Announcements published in ``[start, end]``, optionally containing ``keyword``."""
+    """Announcements published in ``[start, end]``, optionally containing ``keyword``.
+
+    ``allowed`` is the user's game scope, as for ``ops_events_between``.
+    """
+    scoped = scoped_games(game_ids, allowed)
+    if scoped is None:
+        return []
+    game_ids = scoped
     like = ""
     if keyword.strip():
         word = keyword.strip().replace("'", "''").replace("%", "")
@@ -141,8 +177,8 @@ def _table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
     return markdown_table(list(columns), [[r.get(c) for c in columns] for r in rows])
 
 
-def research_tools(datasource: Datasource) -> list[BaseTool]:
-    """The subagent's two read-only tools over ``datasource``."""
+def research_tools(datasource: Datasource, allowed: Sequence[int] | None = None) -> list[BaseTool]:
+    """The subagent's two read-only tools over ``datasource``, within ``allowed`` games."""
 
     @tool(response_format="content_and_artifact")
     def list_ops_events(
@@ -156,7 +192,11 @@ def research_tools(datasource: Datasource) -> list[BaseTool]:
             game_ids: games to include; empty for all games.
         """
         rows = ops_events_between(
-            datasource, game_ids or [], date.fromisoformat(start), date.fromisoformat(end)
+            datasource,
+            game_ids or [],
+            date.fromisoformat(start),
+            date.fromisoformat(end),
+            allowed,
         )
         if not rows:
             return f"no ops events between {start} and {end}", rows
@@ -176,7 +216,12 @@ def research_tools(datasource: Datasource) -> list[BaseTool]:
             keyword: optional word the title or text must contain.
         """
         rows = announcements_between(
-            datasource, game_ids or [], date.fromisoformat(start), date.fromisoformat(end), keyword
+            datasource,
+            game_ids or [],
+            date.fromisoformat(start),
+            date.fromisoformat(end),
+            keyword,
+            allowed,
         )
         if not rows:
             return f"no announcements between {start} and {end}", rows
@@ -340,6 +385,7 @@ def run_research(
     model: BaseChatModel | None = None,
     scene: str | None = None,
     cache: ResearchCache | None = None,
+    allowed_games: Sequence[int] | None = None,
 ) -> ResearchResult:
     """Research ``topic``/``question`` with the subagent, or answer from the cache.
 
@@ -353,6 +399,8 @@ def run_research(
         model: the analyst-tier model; ``None`` = ``OfflineResearcher``.
         scene: the run's scene, part of the cache key.
         cache: the TTL cache; default the process-wide one.
+        allowed_games: the user's game scope (``None`` = every game); part of
+            the cache key, so one user's findings never reach another scope.
 
     Raises:
         ValueError: both ``topic`` and ``question`` are empty.
@@ -362,7 +410,9 @@ def run_research(
         raise ValueError(msg)
     started = time.perf_counter()
     store = cache if cache is not None else DEFAULT_CACHE
-    found = store.get(scene, topic, question)
+    scope_key = "all" if allowed_games is None else ",".join(map(str, sorted(allowed_games)))
+    scene_key = f"{scene or ''}|games={scope_key}"
+    found = store.get(scene_key, topic, question)
     if found is not None:
         return ResearchResult(found, True, time.perf_counter() - started)
     from dataseer.prompt import load_prompt
@@ -370,7 +420,7 @@ def run_research(
     scope = research_scope(topic, question, pack, today)
     agent = create_agent(
         model or OfflineResearcher(),
-        research_tools(datasource),
+        research_tools(datasource, allowed_games),
         system_prompt=load_prompt("research/system", prompts_dir),
         name="research",
     )
@@ -382,7 +432,7 @@ def run_research(
     text = str(final.content).strip() if isinstance(final, AIMessage) else ""
     if not text:
         text = "research ended without findings / 调查未得出结论"
-    store.put(scene, topic, question, text)
+    store.put(scene_key, topic, question, text)
     return ResearchResult(text, False, time.perf_counter() - started)
 
 

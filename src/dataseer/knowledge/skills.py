@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import yaml
@@ -192,8 +193,23 @@ def _when(description: str) -> str:
 def skill_book(
     prompts_dir: Path, enabled: str | None = None, disabled: str | None = None
 ) -> SkillBook:
-    """The skills under ``prompts_dir/skills`` for this environment's enablement."""
-    return SkillBook(prompts_dir / "skills", enabled=enabled, disabled=disabled)
+    """The skills under ``prompts_dir/skills`` for this environment's enablement.
+
+    Parsed once per set of file versions: the prompt lists skills on every
+    loop, and re-reading the folder each time cost more than the rest of the
+    prompt. A new, removed or edited ``SKILL.md`` changes the key.
+    """
+    folder = prompts_dir / "skills"
+    files = sorted(folder.glob(f"*/{SKILL_FILE}")) if folder.is_dir() else []
+    versions = tuple((str(p), p.stat().st_mtime_ns) for p in files)
+    return _cached_book(folder, enabled, disabled, versions)
+
+
+@lru_cache(maxsize=16)
+def _cached_book(
+    folder: Path, enabled: str | None, disabled: str | None, versions: tuple[tuple[str, int], ...]
+) -> SkillBook:
+    return SkillBook(folder, enabled=enabled, disabled=disabled)
 
 
 def load_skill(

@@ -24,7 +24,7 @@ from langgraph.runtime import Runtime
 
 from dataseer.config import get_settings
 from dataseer.errors import DataseerError, ModelError
-from dataseer.knowledge.research import ops_events_digest
+from dataseer.knowledge.research import ops_events_digest, scoped_games
 from dataseer.knowledge.resolved import resolved_json
 from dataseer.knowledge.scenes import scene_knowledge
 from dataseer.knowledge.skills import skill_book
@@ -33,6 +33,7 @@ from dataseer.middleware._partitions import PartitionProvider
 from dataseer.observe import phase
 from dataseer.prompt import BUDGET_TAG, join_partitions, load_prompt, markdown_table, partition
 from dataseer.services import services_for
+from dataseer.sql.permission_store import allowed_games
 
 PARTITION_ORDER = (
     "question_context",
@@ -80,13 +81,20 @@ def _skills_listing(settings: Any) -> str:
     )
 
 
-def _ops_events(services: Any, spec: QuestionSpec | None) -> str:
+def _ops_events(services: Any, spec: QuestionSpec | None, config: Any) -> str:
+    """Ops events of the question's games and period, within the user's game scope."""
     if spec is None or spec.period is None:
+        return ""
+    allowed = allowed_games(services, config)
+    if allowed is False:
+        return ""
+    games = scoped_games([g.id for g in spec.games], allowed)
+    if games is None:
         return ""
     start, end = spec.period.start, spec.period.end
     if spec.compare_to is not None:
         start, end = min(start, spec.compare_to.start), max(end, spec.compare_to.end)
-    return ops_events_digest(services.datasource, [g.id for g in spec.games], start, end)
+    return ops_events_digest(services.datasource, games, start, end)
 
 
 class BaseAnalysisError(ValueError):
@@ -151,7 +159,7 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
             "question_context": self._question_context(state, spec, services),
             "game_info": self._game_info(spec),
             "metric_rules": self._metric_rules(spec),
-            "ops_events": _ops_events(services, spec),
+            "ops_events": _ops_events(services, spec, config),
             "scene_knowledge": scene_knowledge(
                 _scene(state, config), services.settings.resolved_prompts_dir
             ),

@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import yaml
 
@@ -597,6 +597,24 @@ def permissions_for_config(
         return permissions_for(store, identity), ""
     except (IdentityError, AccessError) as exc:
         return None, str(exc)
+
+
+def allowed_games(
+    services: Any, config: Mapping[str, Any] | None
+) -> tuple[int, ...] | Literal[False] | None:
+    """The run's game scope: ``None`` for every game, a tuple of ids, or ``False`` for no access.
+
+    For reads outside ``run_query`` (prompt partitions, the research
+    subagent) that must stay inside the same scope as the SQL guard.
+    """
+    permissions, _reason = permissions_for_config(
+        services.permission_store, config, services.settings
+    )
+    if permissions is None:
+        return False
+    if permissions.allowed_game_ids is None:
+        return None
+    return tuple(permissions.allowed_game_ids)
 
 
 def warehouse_games(datasource: Datasource) -> dict[int, tuple[int | None, str]]:

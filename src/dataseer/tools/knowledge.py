@@ -10,6 +10,7 @@ from dataseer.knowledge.research import run_research
 from dataseer.knowledge.skills import SkillError
 from dataseer.knowledge.skills import load_skill as read_skill
 from dataseer.services import services_for
+from dataseer.sql.permission_store import allowed_games
 
 
 @tool
@@ -63,6 +64,11 @@ def research(topic: str, question: str, runtime: ToolRuntime) -> str:  # noqa: D
     scene = (runtime.state or {}).get("scene") or (
         (runtime.config or {}).get("configurable") or {}
     ).get("scene")
+    allowed = allowed_games(services, runtime.config)
+    if allowed is False:
+        return (
+            "没有数据权限，无法调查 / no data access for this identity, so nothing was researched"
+        )
     try:
         result = run_research(
             topic,
@@ -73,6 +79,7 @@ def research(topic: str, question: str, runtime: ToolRuntime) -> str:  # noqa: D
             prompts_dir=settings.resolved_prompts_dir,
             model=model,
             scene=scene,
+            allowed_games=allowed,
         )
     except ValueError as exc:
         return f"research needs a topic or a question: {exc}"
