@@ -41,6 +41,9 @@ def server_url(server_warehouse: Path) -> Iterator[str]:
         "DATASEER_HOME": str(server_warehouse.parent),
         "DATASEER_SAMPLE_SCALE": str(SERVER_SCALE),
         "DATASEER_TODAY": SERVER_TODAY,
+        # the issue-2 server tests drive the API as one local user (explicit dev mode)
+        "DATASEER_AUTH_DEV": "1",
+        "DATASEER_DEV_USER": "admin",
     }
     with contextlib.ExitStack() as stack:
         # The child inherits this process's environment; any DATASEER_* set by

@@ -107,11 +107,13 @@ def test_retry_limit_and_non_retryable_failures() -> None:
         and "retry limit" in str(result.content)
     )
     denied = [record(1, ok=False, purpose="月流水", retryable=False)]
-    request = _Request(
-        "run_sql", {"sql": "SELECT 9", "purpose": "月流水"}, {"turn": 1, "sql_history": denied}
-    )
+    state = {"turn": 1, "sql_history": denied}
+    request = _Request("run_sql", {"sql": "select 1  as x", "purpose": "月流水"}, state)
     result = mw.wrap_tool_call(request, lambda r: pytest.fail("must not run"))  # type: ignore[arg-type]
     assert "non-retryable" in str(result.content)
+    rewrite = _Request("run_sql", {"sql": "SELECT 1 AS x WHERE 1 = 1", "purpose": "月流水"}, state)
+    ran = mw.wrap_tool_call(rewrite, lambda r: ToolMessage("ran", tool_call_id="call-1"))  # type: ignore[arg-type]
+    assert str(ran.content) == "ran"  # a rewrite inside the scope may run
 
 
 def test_new_records_are_enriched_with_summaries() -> None:
@@ -272,7 +274,9 @@ def test_numbers_are_checked_against_results(text: str, bad: list[str]) -> None:
 
 
 def test_numbers_from_a_refusal_and_the_resolved_games_are_grounded() -> None:
-    refused = [{"ok": False, "error": "⛔ permission denied: game_id IN (1002) not in scope (1001)"}]
+    refused = [
+        {"ok": False, "error": "⛔ permission denied: game_id IN (1002) not in scope (1001)"}
+    ]
     assert ungrounded("1002 不在范围内，您可以查看 1001", refused) == []
     assert ungrounded("1003 也不行", refused) == ["1003"]
 

@@ -134,3 +134,15 @@ def test_research_stays_inside_the_users_game_scope(source: DuckDBSource) -> Non
         )
         == []
     )
+
+
+def test_table_previews_stay_inside_the_game_scope() -> None:
+    import pandas as pd
+
+    from dataseer.tools.catalog import scoped_preview
+
+    preview = pd.DataFrame({"game_id": [1001, 1002, 1003], "dau": [1, 2, 3]})
+    assert scoped_preview(preview, (1001,))["game_id"].tolist() == [1001]
+    assert scoped_preview(preview, None).equals(preview)
+    assert scoped_preview(preview, False).empty
+    assert len(scoped_preview(pd.DataFrame({"channel_id": [1, 2]}), (1001,))) == 2

@@ -180,7 +180,13 @@ class SqlHistoryMiddleware(AgentMiddleware[SqlHistoryState, Any]):
         if not purpose:
             return None
         failures = [r for r in records if not r["ok"] and r.get("purpose") == purpose]
-        blocked = [r for r in failures if not r.get("retryable", True)]
+        # A refused or timed-out query stops that path: the same SQL is not run
+        # again. A rewrite (inside the scope the refusal named) may still run.
+        blocked = [
+            r
+            for r in failures
+            if not r.get("retryable", True) and normalize_sql(r["sql"]) == key
+        ]
         if blocked:
             last = blocked[-1]
             return ToolMessage(

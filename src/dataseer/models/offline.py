@@ -108,14 +108,19 @@ class OfflineAnalyst(BaseChatModel):
             )
             if not searched and not tasks and "search_tables" in tools:
                 return _call("search_tables", {"query": question})
-            stopped = _non_retryable(latest)
+            # a refusal is final for the offline analyst: it explains the scope
+            # instead of running the rest of a plan that would be refused too
+            stopped = _non_retryable(latest) or "permission denied" in _section(
+                system, "sql_history"
+            )
             if len(tasks) < len(plan) and not stopped:
                 step = plan[len(tasks)]
                 return _call(
                     "run_sql", {"sql": step.sql, "purpose": step.purpose, "chart": step.chart}
                 )
             if line == "analysis" and "[pending]" in todos and "write_todos" in tools:
-                return _call("write_todos", {"todos": _todos(plan, completed=len(tasks))})
+                done = len(plan) if stopped else len(tasks)
+                return _call("write_todos", {"todos": _todos(plan, completed=done)})
             if tasks and _latest_name(latest) != "sql_task_detail" and "sql_task_detail" in tools:
                 return _calls("sql_task_detail", [{"task_id": t} for t, _ in tasks])
         records = _records(run)

@@ -6,6 +6,7 @@ import fnmatch
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import pandas as pd
 from langchain.tools import ToolRuntime
 from langchain_core.tools import tool
 
@@ -13,6 +14,20 @@ from dataseer.knowledge.retrieval import catalog_entries, is_deprecated
 from dataseer.knowledge.values import value_index_for
 from dataseer.prompt import markdown_table
 from dataseer.services import services_for
+from dataseer.sql.permission_store import allowed_games
+
+
+def scoped_preview(preview: pd.DataFrame, allowed: tuple[int, ...] | bool | None) -> pd.DataFrame:
+    """Preview rows the user may see: the schema is metadata, the rows are data.
+
+    A user without data access sees no rows; a user scoped to some games sees
+    only those games' rows of a table that has ``game_id``.
+    """
+    if allowed is False or allowed is True:
+        return preview.iloc[0:0]
+    if allowed is None or "game_id" not in preview.columns:
+        return preview
+    return preview[preview["game_id"].isin(list(allowed))]
 
 
 @tool
@@ -80,7 +95,8 @@ def table_info(table: str, runtime: ToolRuntime) -> str:  # noqa: D417  # runtim
     Args:
         table: the table name, as listed by search_tables.
     """
-    info = services_for(runtime.config).datasource.table_info(table)
+    services = services_for(runtime.config)
+    info = services.datasource.table_info(table)
     if info.error:
         return info.error
     cols = markdown_table(
@@ -89,7 +105,8 @@ def table_info(table: str, runtime: ToolRuntime) -> str:  # noqa: D417  # runtim
     parts = [f"## {info.name}", info.comment, cols]
     if info.time_column:
         parts.append(f"time/partition column: `{info.time_column}`")
-    if not info.preview.empty:
-        preview_rows = [list(r) for r in info.preview.itertuples(index=False, name=None)]
-        parts.append("preview:\n" + markdown_table(list(info.preview.columns), preview_rows))
+    preview = scoped_preview(info.preview, allowed_games(services, runtime.config))
+    if not preview.empty:
+        preview_rows = [list(r) for r in preview.itertuples(index=False, name=None)]
+        parts.append("preview:\n" + markdown_table(list(preview.columns), preview_rows))
     return "\n\n".join(p for p in parts if p)
