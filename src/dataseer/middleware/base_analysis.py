@@ -8,6 +8,8 @@ a run, so providers can cache its prefix.
 
 from __future__ import annotations
 
+import asyncio
+
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NotRequired
 
@@ -277,8 +279,11 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
     ) -> ModelResponse[Any]:
         """Async twin of ``wrap_model_call``."""
         self._mark_phase(request)
+        # Rebuilding the prompt reads prompt files and the warehouse (ops
+        # events): blocking work that must stay off the server's event loop.
+        built = await asyncio.to_thread(self._request, request)
         try:
-            response = await handler(self._request(request))
+            response = await handler(built)
         except GraphBubbleUp:
             raise
         except Exception as exc:
