@@ -216,9 +216,10 @@ def test_deep_why_question_runs_several_queries_and_names_the_cause(
     assert all(q["ok"] for q in queries)
     assert len({q["task_id"] for q in queries}) == len(queries)
     assert sql_blocks(answer) == [q["sql"].strip() for q in queries]
-    conclusion = answer.split("### 结论", 1)[1]
-    assert "皮肤" in conclusion
-    assert "夏日祭" in conclusion
+    # analyses lead with the findings, then every query that backs them
+    conclusion, details = answer.split("### 查询明细", 1)
+    assert "皮肤" in conclusion.splitlines()[0] and "夏日祭" in conclusion.splitlines()[0]
+    assert "```sql" not in conclusion and "```sql" in details
 
 
 def test_unknown_assistant_and_thread_are_client_errors(server_url: str) -> None:

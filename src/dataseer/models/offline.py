@@ -25,7 +25,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from dataseer.knowledge.understand import QuestionSpec
 from dataseer.models.narrate import narrate, unresolved_reply
-from dataseer.models.offline_plan import PlannedQuery, plan_queries
+from dataseer.models.offline_plan import PlannedQuery, deepen, plan_queries
 from dataseer.prompt import BUDGET_TAG
 
 _RESOLVED = re.compile(r"<resolved_question>(.*?)</resolved_question>", re.S)
@@ -90,6 +90,7 @@ class OfflineAnalyst(BaseChatModel):
         spec = _spec_from_prompt(system, question)
         if spec is None or not spec.metrics or spec.period is None:
             return AIMessage(unresolved_reply(spec, question))
+        spec = deepen(spec, line)
         plan = plan_queries(spec, line=line)
         run = _this_run(messages)
         latest = _latest_group(run)
@@ -110,9 +111,7 @@ class OfflineAnalyst(BaseChatModel):
                 return _call("search_tables", {"query": question})
             # a refusal is final for the offline analyst: it explains the scope
             # instead of running the rest of a plan that would be refused too
-            stopped = _non_retryable(latest) or "permission denied" in _section(
-                system, "sql_history"
-            )
+            stopped = _non_retryable(latest) or _refused_this_turn(system, turn)
             if len(tasks) < len(plan) and not stopped:
                 step = plan[len(tasks)]
                 return _call(
@@ -155,6 +154,17 @@ def _tasks(system: str, turn: int) -> list[tuple[int, bool]]:
         for m in _TASK.finditer(body)
         if int(m.group(2)) == turn
     ]
+
+
+def _refused_this_turn(system: str, turn: int) -> bool:
+    """Whether a query of this turn was refused (older turns' refusals do not count)."""
+    blocks = re.split(r"\n\n(?=\[task \d+ · turn)", _section(system, "sql_history"))
+    return any(
+        block.startswith("[task ")
+        and f" · turn {turn}]" in block.split("\n", 1)[0]
+        and "permission denied" in block
+        for block in blocks
+    )
 
 
 def _latest_group(run: list[BaseMessage]) -> tuple[AIMessage, list[ToolMessage]] | None:

@@ -10,7 +10,7 @@ overall and split by channel and SDK version.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from dataseer.knowledge.metrics import (
@@ -63,6 +63,17 @@ def _dims(spec: QuestionSpec, metric: Metric) -> tuple[str, ...]:
     if len(spec.games) != 1 and "game" not in dims and "game" in metric.dimensions:
         dims = ("game", *dims)
     return dims
+
+
+def deepen(spec: QuestionSpec, line: str) -> QuestionSpec:
+    """A lookup forced down the analysis line (``deep``) becomes an explanation.
+
+    It gets the analysis a person would do: the change against the previous
+    period, where it came from, and what happened meanwhile.
+    """
+    if line != "analysis" or spec.intent != "lookup" or spec.period is None:
+        return spec
+    return replace(spec, intent="why", compare_to=spec.compare_to or spec.period.previous())
 
 
 def plan_queries(spec: QuestionSpec, *, line: str = "lookup") -> list[PlannedQuery]:
