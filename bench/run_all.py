@@ -22,6 +22,8 @@ SCRIPTS = (
     "bench_guard.py",
     "bench_sandbox.py",
     "bench_knowledge.py",
+    "bench_server.py",
+    "bench_integrations.py",
 )
 
 

@@ -117,6 +117,13 @@ def pg_database(pg_admin_url: str) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="session")
+def pg_state_database(pg_admin_url: str) -> Iterator[str]:
+    """A session-wide PostgreSQL database for servers' checkpoints, store and audit."""
+    with _throwaway_database(pg_admin_url) as url:
+        yield url
+
+
 @pytest.fixture
 def pg_scratch(pg_admin_url: str) -> Iterator[str]:
     """A fresh, empty PostgreSQL database for one test, dropped after."""

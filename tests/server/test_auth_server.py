@@ -29,8 +29,8 @@ ALICE, BOB, ROOT = "analyst_1001", "analyst_all", "admin"
 
 
 @pytest.fixture(scope="session")
-def auth_server(server_warehouse: Path, pg_database: str) -> Iterator[AuthServer]:
-    with shared_auth_server(server_warehouse, pg_database) as server:
+def auth_server(server_warehouse: Path, pg_state_database: str) -> Iterator[AuthServer]:
+    with shared_auth_server(server_warehouse, pg_state_database) as server:
         yield server
 
 

@@ -62,8 +62,8 @@ def render(upstream: str, port: int, folder: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def auth_server(server_warehouse: Path, pg_database: str) -> Iterator[AuthServer]:
-    with shared_auth_server(server_warehouse, pg_database) as server:
+def auth_server(server_warehouse: Path, pg_state_database: str) -> Iterator[AuthServer]:
+    with shared_auth_server(server_warehouse, pg_state_database) as server:
         yield server
 
 

@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, RemoveMessage
 
 from dataseer.lines.report import START, render_html_report, repair_report, wants_report
 from dataseer.middleware.usage import summarize_usage
-from dataseer.observe import phase
+from dataseer.observe import emit, phase
 from dataseer.prompt import markdown_table
 from dataseer.state import DataseerState, SqlRecord
 
@@ -91,5 +91,6 @@ def compose_node(state: DataseerState) -> dict[str, Any]:
         update["messages"] = [RemoveMessage(id=last.id), new_message]
     else:
         update["messages"] = [new_message]
+    emit({"type": "usage", "turn": turn, "usage": update["usage"]})
     phase("done")
     return update
