@@ -23,25 +23,7 @@ from dataseer.middleware.think import ThinkMiddleware
 from dataseer.middleware.todo import TodoMiddleware
 from dataseer.middleware.usage import summarize_usage
 from dataseer.middleware.verify import VerifyMiddleware, stated_numbers, ungrounded
-
-
-def record(
-    task_id: int, *, ok: bool = True, turn: int = 1, purpose: str = "", **extra: Any
-) -> dict:
-    return {
-        "task_id": task_id,
-        "turn": turn,
-        "purpose": purpose or f"purpose {task_id}",
-        "sql": f"SELECT {task_id} AS x",
-        "ok": ok,
-        "error": None if ok else "boom",
-        "columns": ["x"],
-        "rows": [[task_id]],
-        "row_count": 1,
-        "truncated": False,
-        "elapsed": 0.0,
-        **extra,
-    }
+from support.records import record
 
 
 class _Request:

@@ -15,28 +15,13 @@ from dataseer.middleware import BaseAnalysisMiddleware, MessageCleanupMiddleware
 from dataseer.middleware.base_analysis import BaseAnalysisError
 from dataseer.middleware.message_cleanup import removable_ids
 from dataseer.models.offline import OfflineAnalyst
+from support.records import record
 
 
 def _call(call_id: str, name: str = "run_sql") -> AIMessage:
     return AIMessage(
         "", tool_calls=[{"name": name, "args": {}, "id": call_id, "type": "tool_call"}]
     )
-
-
-def _record(task_id: int, ok: bool = True) -> dict:
-    return {
-        "task_id": task_id,
-        "turn": 1,
-        "purpose": f"purpose {task_id}",
-        "sql": f"SELECT {task_id}",
-        "ok": ok,
-        "error": None if ok else "boom",
-        "columns": ["x"],
-        "rows": [[task_id]],
-        "row_count": 1,
-        "truncated": False,
-        "elapsed": 0.01,
-    }
 
 
 def test_cleanup_removes_answered_calls_with_their_results() -> None:
@@ -103,7 +88,7 @@ def test_prompt_partitions_from_state(sample_path: Path) -> None:
         "spec": spec.to_dict(),
         "turn": 2,
         "todos": [{"id": "t1", "content": "确认变化", "status": "in_progress"}],
-        "sql_history": [{**_record(1), "turn": 1}, {**_record(2), "turn": 2}],
+        "sql_history": [{**record(1), "turn": 1}, {**record(2), "turn": 2}],
         "reflection": "皮肤增长最多",
     }
     prompt = middleware_stack("analysis")[0].build_prompt(state, None)

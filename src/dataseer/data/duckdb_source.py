@@ -29,6 +29,7 @@ from dataseer.data.protocol import (
     DEFAULT_ROW_LIMIT,
     DEFAULT_TIMEOUT_S,
     ColumnInfo,
+    Datasource,
     QueryResult,
     TableInfo,
     TableSummary,
@@ -198,6 +199,28 @@ def check_limits(limit: int, timeout: float) -> None:
         raise ValueError(msg)
 
 
+def build_table_info(
+    source: Datasource, entry: CatalogEntry, rows: Iterable[tuple[str, str, str]]
+) -> TableInfo:
+    """A table's info from its catalog entry and (name, type, comment) column rows.
+
+    Shared by every backend: the time column choice and the latest-partition
+    preview are the same rules whatever the catalog looks like.
+    """
+    columns = tuple(ColumnInfo(n, t, c) for n, t, c in rows)
+    time_column = pick_time_column(columns)
+    preview = source.execute(
+        preview_sql(entry, time_column), limit=PREVIEW_ROWS, timeout=METADATA_TIMEOUT_S
+    )
+    return TableInfo(
+        name=entry.name,
+        comment=entry.comment,
+        columns=columns,
+        time_column=time_column,
+        preview=preview.frame,
+    )
+
+
 class DuckDBSource:
     """A DuckDB warehouse file, read-only by default, safe to share across threads.
 
@@ -318,18 +341,7 @@ class DuckDBSource:
             ).fetchall()
         finally:
             cur.close()
-        columns = tuple(ColumnInfo(n, t, c) for n, t, c in rows)
-        time_column = pick_time_column(columns)
-        preview = self.execute(
-            preview_sql(entry, time_column), limit=PREVIEW_ROWS, timeout=METADATA_TIMEOUT_S
-        )
-        return TableInfo(
-            name=entry.name,
-            comment=entry.comment,
-            columns=columns,
-            time_column=time_column,
-            preview=preview.frame,
-        )
+        return build_table_info(self, entry, rows)
 
     def execute(
         self,

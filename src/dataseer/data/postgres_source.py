@@ -28,11 +28,9 @@ from psycopg.types.numeric import FloatLoader
 
 from dataseer.data.duckdb_source import (
     METADATA_TIMEOUT_S,
-    PREVIEW_ROWS,
     CatalogEntry,
+    build_table_info,
     check_limits,
-    pick_time_column,
-    preview_sql,
     resolve_name,
     timeout_message,
     trim_error,
@@ -41,7 +39,6 @@ from dataseer.data.duckdb_source import (
 from dataseer.data.protocol import (
     DEFAULT_ROW_LIMIT,
     DEFAULT_TIMEOUT_S,
-    ColumnInfo,
     QueryResult,
     TableInfo,
     TableSummary,
@@ -188,18 +185,7 @@ class PostgresSource:
             """,
             [oid],
         )
-        columns = tuple(ColumnInfo(n, t, c) for n, t, c in rows)
-        time_column = pick_time_column(columns)
-        preview = self.execute(
-            preview_sql(entry, time_column), limit=PREVIEW_ROWS, timeout=METADATA_TIMEOUT_S
-        )
-        return TableInfo(
-            name=entry.name,
-            comment=entry.comment,
-            columns=columns,
-            time_column=time_column,
-            preview=preview.frame,
-        )
+        return build_table_info(self, entry, rows)
 
     def execute(
         self,

@@ -183,9 +183,7 @@ class SqlHistoryMiddleware(AgentMiddleware[SqlHistoryState, Any]):
         # A refused or timed-out query stops that path: the same SQL is not run
         # again. A rewrite (inside the scope the refusal named) may still run.
         blocked = [
-            r
-            for r in failures
-            if not r.get("retryable", True) and normalize_sql(r["sql"]) == key
+            r for r in failures if not r.get("retryable", True) and normalize_sql(r["sql"]) == key
         ]
         if blocked:
             last = blocked[-1]
