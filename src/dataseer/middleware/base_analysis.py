@@ -9,7 +9,6 @@ a run, so providers can cache its prefix.
 from __future__ import annotations
 
 import asyncio
-
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NotRequired
 
