@@ -42,6 +42,24 @@ def open_checkpointer(settings: Settings) -> Iterator[Any]:
         yield saver
 
 
+@contextlib.contextmanager
+def open_store(settings: Settings) -> Iterator[Any]:
+    """The CLI's LangGraph store (notebook notes): PostgreSQL when configured, else SQLite."""
+    if settings.database_url:
+        from langgraph.store.postgres import PostgresStore
+
+        with PostgresStore.from_conn_string(settings.database_url) as store:
+            store.setup()
+            yield store
+        return
+    from langgraph.store.sqlite import SqliteStore
+
+    settings.home.mkdir(parents=True, exist_ok=True)
+    with SqliteStore.from_conn_string(str(settings.home / "store.sqlite")) as store:
+        store.setup()
+        yield store
+
+
 def _print(text: str = "") -> None:
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
@@ -140,8 +158,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         "recursion_limit": 200,
     }
     printer = _Printer()
-    with open_checkpointer(settings) as saver:
-        graph = build_graph(settings=settings, checkpointer=saver)
+    with open_checkpointer(settings) as saver, open_store(settings) as store:
+        graph = build_graph(settings=settings, checkpointer=saver, store=store)
         payload: Any
         if args.thread and _pending_interrupt(graph, config) is not None:
             payload = Command(resume=args.question)

@@ -12,23 +12,30 @@ denial, a timeout) stops that path.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NotRequired
 
 import sqlglot
 from langchain.agents.middleware.types import AgentMiddleware, AgentState
 from langchain.tools import ToolRuntime
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
+from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
+from dataseer.config import Settings, get_settings
 from dataseer.middleware._partitions import current_turn, tool_result
-from dataseer.prompt import format_cell, markdown_table
+from dataseer.models.tiers import chat_model, is_offline
+from dataseer.prompt import format_cell, load_prompt, markdown_table
 from dataseer.state import SqlRecord, merge_sql_history
 
 PROMPT_ROWS = 8
 """Rows of each full-tier result in the prompt; ``sql_task_detail`` returns the rest."""
+
+log = logging.getLogger(__name__)
 
 NON_RETRYABLE = ("权限", "permission", "denied", "超时", "timed out", "timeout")
 """Error fragments of failures that a rewrite of the same query cannot fix."""
@@ -74,6 +81,30 @@ def summarize(record: SqlRecord) -> tuple[str, str]:
         f"{record['row_count']} rows × {len(columns)} cols ({', '.join(columns)}); first: {first}",
         f"{record['row_count']} rows",
     )
+
+
+def summarize_with_model(record: SqlRecord, settings: Settings) -> tuple[str, str]:
+    """(summary, one-line summary) from the summarizer tier; deterministic offline.
+
+    A provider failure falls back to the deterministic summary: a summary is
+    a convenience, never a reason to fail a query the user is waiting for.
+    """
+    fallback = summarize(record)
+    if not record["ok"] or is_offline(settings, "summarizer") or not record["rows"]:
+        return fallback
+    table = markdown_table(record["columns"], record["rows"], max_rows=20)
+    prompt = load_prompt("summarizer/system", settings.resolved_prompts_dir)
+    try:
+        reply = chat_model(settings, "summarizer").invoke(
+            [SystemMessage(prompt), HumanMessage(f"purpose: {record.get('purpose')}\n{table}")]
+        )
+    except Exception as exc:  # fall back rather than fail the query
+        log.warning("summarizer failed, using the deterministic summary: %s", exc)
+        return fallback
+    lines = [line.strip() for line in str(reply.content).splitlines() if line.strip()]
+    if not lines:
+        return fallback
+    return lines[0][:400], (lines[1] if len(lines) > 1 else lines[0])[:120]
 
 
 def render_tiers(records: list[SqlRecord], *, full: int = 3, summarized: int = 10) -> str:
@@ -210,9 +241,13 @@ class SqlHistoryMiddleware(AgentMiddleware[SqlHistoryState, Any]):
         if not isinstance(result, Command) or not isinstance(result.update, dict):
             return result
         records = result.update.get("sql_history") or []
+        try:
+            settings = get_settings(get_config())
+        except RuntimeError:  # called outside a run (tests of the hook)
+            settings = get_settings()
         enriched = []
         for rec in records:
-            summary, one_line = summarize(rec)
+            summary, one_line = summarize_with_model(rec, settings)
             error = str(rec.get("error") or "").lower()
             retryable = rec["ok"] or not any(word in error for word in NON_RETRYABLE)
             enriched.append(
@@ -253,4 +288,5 @@ class SqlHistoryMiddleware(AgentMiddleware[SqlHistoryState, Any]):
         short = self._short_circuit(request)
         if short is not None:
             return short
-        return self._enrich(await handler(request))
+        result = await handler(request)
+        return await asyncio.to_thread(self._enrich, result)
