@@ -22,6 +22,7 @@ from dataseer.knowledge.scenes import detect_scene
 from dataseer.knowledge.understand import QuestionSpec, understand
 from dataseer.knowledge.values import value_index_for
 from dataseer.models.tiers import chat_model, is_offline
+from dataseer.observe.track import track_node
 from dataseer.prompt import load_prompt, render
 from dataseer.services import Services, services_for
 from dataseer.state import DataseerState, Route
@@ -142,6 +143,7 @@ def scene_for(question: str, spec: QuestionSpec, config: RunnableConfig | None) 
     )
 
 
+@track_node(name="route")
 def route_node(
     state: DataseerState, config: RunnableConfig
 ) -> Command[Literal["quick", "clarify", "lookup", "analysis"]]:
@@ -179,6 +181,7 @@ def fold_reply(question: str, reply: str, config: RunnableConfig | None) -> str:
     return f"{question} {reply}".strip()
 
 
+@track_node(name="clarify")
 def clarify_node(
     state: DataseerState, config: RunnableConfig
 ) -> Command[Literal["quick", "clarify", "lookup", "analysis"]]:

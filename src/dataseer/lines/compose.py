@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, RemoveMessage
 from dataseer.lines.report import START, render_html_report, repair_report, wants_report
 from dataseer.middleware.usage import summarize_usage
 from dataseer.observe import emit, phase
+from dataseer.observe.track import track_node
 from dataseer.prompt import markdown_table
 from dataseer.state import DataseerState, SqlRecord
 
@@ -57,6 +58,7 @@ def compose_answer(
     return "\n\n".join([*blocks, heading, summary.strip()])
 
 
+@track_node(name="compose")
 def compose_node(state: DataseerState) -> dict[str, Any]:
     """Replace the line's final message with the composed answer."""
     turn = int(state.get("turn") or 0)

@@ -15,6 +15,7 @@ from langchain_core.runnables import RunnableConfig
 
 from dataseer.knowledge.understand import QuestionSpec, understand
 from dataseer.models.tiers import chat_model, is_offline
+from dataseer.observe.track import track_node
 from dataseer.prompt import load_prompt, render
 from dataseer.services import Services, services_for
 from dataseer.state import DataseerState
@@ -61,6 +62,7 @@ def offline_reply(spec: QuestionSpec, services: Services) -> str:
     return render(load_prompt(f"quick/unresolved.{lang}", prompts), {"question": spec.text})
 
 
+@track_node(name="quick")
 def quick_node(state: DataseerState, config: RunnableConfig) -> dict[str, Any]:
     """Answer without querying."""
     services = services_for(dict(config))

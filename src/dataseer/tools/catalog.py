@@ -12,6 +12,7 @@ from langchain_core.tools import tool
 
 from dataseer.knowledge.retrieval import catalog_entries, is_deprecated
 from dataseer.knowledge.values import value_index_for
+from dataseer.observe.track import track_tool
 from dataseer.prompt import markdown_table
 from dataseer.services import services_for
 from dataseer.sql.permission_store import allowed_games
@@ -31,6 +32,7 @@ def scoped_preview(preview: pd.DataFrame, allowed: tuple[int, ...] | bool | None
 
 
 @tool
+@track_tool(name="search_tables")
 def search_tables(query: str, runtime: ToolRuntime) -> str:  # noqa: D417  # runtime is injected
     """Find the warehouse tables most relevant to a question or keywords.
 
@@ -89,6 +91,7 @@ def table_permission_check(
 
 
 @tool
+@track_tool(name="table_info")
 def table_info(table: str, runtime: ToolRuntime) -> str:  # noqa: D417  # runtime is injected
     """Columns, types, comments, time column and three preview rows of one table.
 

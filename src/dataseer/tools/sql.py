@@ -10,6 +10,7 @@ from langchain_core.tools import tool
 from langgraph.types import Command
 
 from dataseer.data.protocol import QueryResult
+from dataseer.observe.track import track_tool
 from dataseer.prompt import markdown_table
 from dataseer.services import services_for
 from dataseer.sql.execute import DENIED_MARK, frame_rows, run_query
@@ -56,6 +57,7 @@ def observation(record: SqlRecord) -> str:
 
 
 @tool
+@track_tool(name="run_sql")
 def run_sql(sql: str, runtime: ToolRuntime, purpose: str = "", chart: str = "table") -> Command:  # noqa: D417  # runtime is injected
     """Run one read-only SQL query on the warehouse and return the rows.
 
