@@ -154,10 +154,20 @@ def test_table_info_is_fetched_once() -> None:
 
 
 def test_reflection_is_shown_once_then_cleared() -> None:
+    from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
+
     mw = ThinkMiddleware()
     assert mw.render({"reflection": "皮肤贡献最大"}) == "皮肤贡献最大"
-    assert mw.after_model({"messages": [], "reflection": "x"}, None) == {"reflection": None}  # type: ignore[arg-type]
-    assert mw.after_model({"messages": []}, None) is None  # type: ignore[arg-type]
+
+    class Request:
+        def __init__(self, state: dict[str, Any]) -> None:
+            self.state = state
+
+    response = ModelResponse(result=[AIMessage("ok")])
+    cleared = mw.wrap_model_call(Request({"reflection": "x"}), lambda r: response)  # type: ignore[arg-type]
+    assert isinstance(cleared, ExtendedModelResponse)
+    assert cleared.command is not None and cleared.command.update == {"reflection": None}
+    assert mw.wrap_model_call(Request({}), lambda r: response) is response  # type: ignore[arg-type]
 
 
 def test_todo_partition() -> None:

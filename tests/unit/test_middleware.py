@@ -52,12 +52,20 @@ def test_cleanup_never_orphans_an_unanswered_call() -> None:
 
 
 def test_steps_count_model_turns_with_tool_calls() -> None:
+    from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
+
     mw = BaseAnalysisMiddleware("analysis")
     assert mw.before_agent({"messages": []}, None) == {"steps": 0}  # type: ignore[arg-type]
-    state = {"messages": [HumanMessage("q"), _call("a")], "steps": 2}
-    assert mw.after_model(state, None) == {"steps": 3}  # type: ignore[arg-type]
-    final = {"messages": [HumanMessage("q"), AIMessage("answer")], "steps": 3}
-    assert mw.after_model(final, None) is None  # type: ignore[arg-type]
+
+    class Request:
+        def __init__(self) -> None:
+            self.state = {"steps": 2}
+
+    counted = mw.counted(Request(), ModelResponse(result=[_call("a")]))  # type: ignore[arg-type]
+    assert isinstance(counted, ExtendedModelResponse)
+    assert counted.command is not None and counted.command.update == {"steps": 3}
+    final = ModelResponse(result=[AIMessage("answer")])
+    assert mw.counted(Request(), final) is final  # type: ignore[arg-type]
 
 
 def test_budget_grows_with_open_todos_up_to_the_cap() -> None:

@@ -15,6 +15,7 @@ from typing import Any, NotRequired
 from langchain.agents.middleware.types import (
     AgentMiddleware,
     AgentState,
+    ExtendedModelResponse,
     ModelRequest,
     ModelResponse,
 )
@@ -22,6 +23,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from dataseer.config import get_settings
 from dataseer.errors import DataseerError, ModelError
@@ -215,18 +217,21 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
         """Async twin of ``before_agent``."""
         return self.before_agent(state, runtime)
 
-    def after_model(self, state: BaseAnalysisState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Count a loop when the model asked for tools."""
-        last = state["messages"][-1] if state["messages"] else None
-        if isinstance(last, AIMessage) and last.tool_calls:
-            return {"steps": int(state.get("steps") or 0) + 1}
-        return None
+    @staticmethod
+    def counted(request: ModelRequest[Any], response: ModelResponse[Any]) -> Any:
+        """The response, plus one step when the model asked for tools.
 
-    async def aafter_model(
-        self, state: BaseAnalysisState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Async twin of ``after_model``."""
-        return self.after_model(state, runtime)
+        Counting inside the model call (rather than in an ``after_model`` hook)
+        saves a graph step on every loop.
+        """
+        if not any(isinstance(m, AIMessage) and m.tool_calls for m in response.result):
+            phase("reporting")
+            return response
+        state: dict[str, Any] = dict(request.state)
+        steps = int(state.get("steps") or 0) + 1
+        return ExtendedModelResponse(
+            model_response=response, command=Command(update={"steps": steps})
+        )
 
     def _request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         state: dict[str, Any] = dict(request.state)
@@ -250,16 +255,11 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
     def _mark_phase(request: ModelRequest[Any]) -> None:
         phase("planning" if not request.state.get("steps") else "execution")
 
-    @staticmethod
-    def _mark_reporting(response: ModelResponse[Any]) -> None:
-        if not any(isinstance(m, AIMessage) and m.tool_calls for m in response.result):
-            phase("reporting")
-
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
-    ) -> ModelResponse[Any]:
+    ) -> Any:
         """Replace the system prompt with one rebuilt from state; mark the phase."""
         self._mark_phase(request)
         try:
@@ -268,14 +268,13 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
             raise
         except Exception as exc:
             raise self._model_error(exc, request.model) from exc
-        self._mark_reporting(response)
-        return response
+        return self.counted(request, response)
 
     async def awrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
-    ) -> ModelResponse[Any]:
+    ) -> Any:
         """Async twin of ``wrap_model_call``."""
         self._mark_phase(request)
         # Rebuilding the prompt reads prompt files and the warehouse (ops
@@ -287,8 +286,7 @@ class BaseAnalysisMiddleware(AgentMiddleware[BaseAnalysisState, Any]):
             raise
         except Exception as exc:
             raise self._model_error(exc, request.model) from exc
-        self._mark_reporting(response)
-        return response
+        return self.counted(request, response)
 
     def _model_error(self, exc: Exception, model: Any) -> Exception:
         """A provider failure as a ``ModelError`` naming tier, model and endpoint.
