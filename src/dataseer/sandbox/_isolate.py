@@ -182,6 +182,10 @@ def build_root(
     """
     _mount("none", "/", None, MS_REC | MS_PRIVATE, None)
     _mount("tmpfs", str(new_root), "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755")
+    # The private /tmp comes first: a checkout or virtualenv that lives under
+    # the host's /tmp is then bound inside it instead of being hidden by it.
+    (new_root / "tmp").mkdir()
+    _mount("tmpfs", str(new_root / "tmp"), "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")
     for top in ("lib", "lib64", "lib32", "bin", "sbin"):
         host = Path("/") / top
         if host.is_symlink():
@@ -203,8 +207,6 @@ def build_root(
         raise IsolationError(errno.EEXIST, msg)
     inside_work.mkdir()
     _bind(str(work), str(inside_work), writable=True)
-    (new_root / "tmp").mkdir()
-    _mount("tmpfs", str(new_root / "tmp"), "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")
     (new_root / "proc").mkdir()
     _mount("proc", str(new_root / "proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
     old = new_root / ".old-root"
