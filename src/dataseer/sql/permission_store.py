@@ -23,6 +23,7 @@ profile's permissions to the session.
 
 from __future__ import annotations
 
+import abc
 import fnmatch
 import json
 import threading
@@ -293,15 +294,15 @@ class PermissionStore(Protocol):
         ...
 
 
-class _ModelStore:
+class _ModelStore(abc.ABC):
     """Resolution shared by every backend: subclasses only load the model."""
 
     def __init__(self, game_bases: Mapping[int, int] | None = None) -> None:
         self.game_bases: dict[int, int] = dict(game_bases or {})
 
+    @abc.abstractmethod
     def model(self) -> PermissionModel:
         """The current permission model."""
-        raise NotImplementedError
 
     def for_user(self, user_id: str, roles: Sequence[str] | None = None) -> Permissions:
         """See ``PermissionStore.for_user``."""
