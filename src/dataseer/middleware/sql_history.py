@@ -28,7 +28,7 @@ from langgraph.types import Command
 
 from dataseer.config import Settings, get_settings
 from dataseer.middleware._partitions import current_turn, tool_result
-from dataseer.models.tiers import chat_model, is_offline
+from dataseer.models.tiers import chat_model
 from dataseer.prompt import format_cell, load_prompt, markdown_table
 from dataseer.state import SqlRecord, merge_sql_history
 
@@ -84,13 +84,16 @@ def summarize(record: SqlRecord) -> tuple[str, str]:
 
 
 def summarize_with_model(record: SqlRecord, settings: Settings) -> tuple[str, str]:
-    """(summary, one-line summary) from the summarizer tier; deterministic offline.
+    """(summary, one-line summary) from the summarizer tier; deterministic otherwise.
 
-    A provider failure falls back to the deterministic summary: a summary is
-    a convenience, never a reason to fail a query the user is waiting for.
+    An LLM summary costs a model call per query, so it is opt-in: only an
+    explicit ``DATASEER_MODEL_SUMMARIZER`` turns it on (the tier does not fall
+    back to ``DATASEER_MODEL`` here). A provider failure falls back to the
+    deterministic summary: a summary is a convenience, never a reason to fail
+    a query the user is waiting for.
     """
     fallback = summarize(record)
-    if not record["ok"] or is_offline(settings, "summarizer") or not record["rows"]:
+    if not record["ok"] or not settings.model_summarizer or not record["rows"]:
         return fallback
     table = markdown_table(record["columns"], record["rows"], max_rows=20)
     prompt = load_prompt("summarizer/system", settings.resolved_prompts_dir)
