@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 Q ?= 星海远征上个月流水多少？
 PORT ?= 8123
 
-.PHONY: install run serve test lint format typecheck bench snapshots clean
+.PHONY: install run serve test test-dify lint format typecheck bench snapshots clean
 
 $(BIN)/dataseer: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -25,8 +25,8 @@ test: install
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/dataseer skills lint
-	$(BIN)/pytest -q
 	$(MAKE) test-dify
+	$(BIN)/pytest -q
 
 # The Dify plugin, in its own venv (integrations/dify_plugin/.venv), against a real server.
 test-dify: install
