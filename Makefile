@@ -19,7 +19,7 @@ run: install
 	$(BIN)/dataseer ask "$(Q)"
 
 serve: install
-	$(BIN)/dataseer serve --port $(PORT)
+	$(BIN)/dataseer serve --port $(PORT) --dev-auth
 
 test: install
 	$(BIN)/ruff check src tests bench

@@ -74,7 +74,7 @@ class Recorder(BaseChatModel):
     def _generate(
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
     ) -> ChatResult:
-        from dataseer.middleware.usage import estimate_tokens
+        from dataseer.observe.tokens import estimate_tokens
 
         self.tokens.append(
             sum(

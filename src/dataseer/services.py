@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from dataseer.config import Settings, get_settings
@@ -95,8 +94,3 @@ def reset_services() -> None:
         for services in _cache.values():
             services.datasource.close()
         _cache.clear()
-
-
-def sample_path_for(settings: Settings) -> Path:
-    """Where the sample warehouse of these settings lives (for the CLI)."""
-    return settings.sample_path

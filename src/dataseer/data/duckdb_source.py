@@ -19,8 +19,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -28,6 +27,7 @@ import pandas as pd
 from dataseer.data.protocol import (
     DEFAULT_ROW_LIMIT,
     DEFAULT_TIMEOUT_S,
+    Closing,
     ColumnInfo,
     Datasource,
     QueryResult,
@@ -221,7 +221,7 @@ def build_table_info(
     )
 
 
-class DuckDBSource:
+class DuckDBSource(Closing):
     """A DuckDB warehouse file, read-only by default, safe to share across threads.
 
     Args:
@@ -258,17 +258,6 @@ class DuckDBSource:
 
     def __repr__(self) -> str:
         return f"DuckDBSource({str(self.path)!r})"
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Close the base connection; later calls raise ``DatasourceError``."""

@@ -16,8 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Generator, Sequence
 from contextlib import closing
-from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -39,6 +38,7 @@ from dataseer.data.duckdb_source import (
 from dataseer.data.protocol import (
     DEFAULT_ROW_LIMIT,
     DEFAULT_TIMEOUT_S,
+    Closing,
     QueryResult,
     TableInfo,
     TableSummary,
@@ -58,7 +58,7 @@ _INTERVAL = 1186
 _STRINGS = {19, 25, 1042, 1043}
 
 
-class PostgresSource:
+class PostgresSource(Closing):
     """One schema of a PostgreSQL database, read-only, safe to share across threads.
 
     Args:
@@ -112,17 +112,6 @@ class PostgresSource:
 
     def __repr__(self) -> str:
         return f"PostgresSource({_safe_url(self.url)!r}, schema={self.schema!r})"
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Close every pooled connection; later calls raise ``DatasourceError``."""

@@ -8,8 +8,10 @@ feeds them back to the model as observations.
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
 
 import pandas as pd
 
@@ -104,3 +106,22 @@ class Datasource(Protocol):
     def close(self) -> None:
         """Release connections."""
         ...
+
+
+class Closing(abc.ABC):
+    """``with source:`` support for datasources: the block ends with ``close()``."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release connections."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -27,15 +27,10 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from dataseer.middleware._partitions import current_turn, tool_result
+from dataseer.observe.tokens import estimate_tokens
 from dataseer.state import merge_loops
 
 TOOL_KINDS = {"run_sql": "sql", "run_python": "sandbox"}
-
-
-def estimate_tokens(text: str) -> int:
-    """A rough token count: CJK characters count one each, other text one per four chars."""
-    cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
-    return cjk + (len(text) - cjk + 3) // 4
 
 
 def summarize_usage(loops: list[dict[str, Any]]) -> dict[str, Any]:

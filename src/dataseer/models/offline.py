@@ -26,17 +26,12 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from dataseer.knowledge.understand import QuestionSpec
 from dataseer.models.narrate import narrate, unresolved_reply
 from dataseer.models.offline_plan import PlannedQuery, deepen, plan_queries
+from dataseer.observe.tokens import estimate_tokens
 from dataseer.prompt import BUDGET_TAG
 
 _RESOLVED = re.compile(r"<resolved_question>(.*?)</resolved_question>", re.S)
 _LINE = re.compile(r"^line: (\w+)", re.M)
 _QUESTION = re.compile(r"^question: (.*)$", re.M)
-
-
-def _tokens(text: str) -> int:
-    """A rough token count (CJK characters count one each) for usage metadata."""
-    cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
-    return cjk + (len(text) - cjk) // 4 + 1
 
 
 class OfflineAnalyst(BaseChatModel):
@@ -67,8 +62,10 @@ class OfflineAnalyst(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         message = self.decide(messages)
-        prompt_tokens = sum(_tokens(str(m.content)) for m in messages)
-        completion = _tokens(str(message.content) + json.dumps(message.tool_calls, default=str))
+        prompt_tokens = sum(estimate_tokens(str(m.content)) for m in messages)
+        completion = estimate_tokens(
+            str(message.content) + json.dumps(message.tool_calls, default=str)
+        )
         message.usage_metadata = {
             "input_tokens": prompt_tokens,
             "output_tokens": completion,
